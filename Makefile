@@ -1,0 +1,42 @@
+# The README's two commands: `make run` and `make test`. Everything else is for developers.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+# Tests run on the CPU build of torch; on a GPU box: make test TORCH_SPEC='torch==2.13.0' with a CUDA index.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: run test lint typecheck unit bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.stamp-run: pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
+	$(PIP) install -q "$(TORCH_SPEC)"
+	$(PIP) install -q -e '.[all,dev]'
+	touch $@ $(VENV)/.stamp-run
+
+run: $(VENV)/.stamp-run
+	$(BIN)/dlrig doctor
+
+test: $(VENV)/.stamp-test lint typecheck unit
+
+lint: $(VENV)/.stamp-test
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: $(VENV)/.stamp-test
+	$(BIN)/mypy
+
+unit: $(VENV)/.stamp-test
+	$(BIN)/pytest
+
+bench: $(VENV)/.stamp-test
+	$(BIN)/python benchmarks/doctor_vs_collect_env.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

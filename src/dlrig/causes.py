@@ -1,0 +1,277 @@
+"""The shared cause vocabulary.
+
+`doctor` findings and `diagnose` verdicts name their cause with one of these ids, so a machine
+problem found before a run and the crash it produces during a run read the same. Each cause has
+a title, a one-paragraph explanation and a default fix; checks and signatures add the specifics
+(versions, numbers from the log) on top of the default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cause:
+    id: str
+    title: str
+    explanation: str
+    default_fix: str
+
+
+_CAUSES: tuple[Cause, ...] = (
+    Cause(
+        "cuda_oom",
+        "GPU ran out of memory",
+        "The CUDA caching allocator could not find room for a new tensor. Parameters, gradients, "
+        "optimizer state and activations of the batch together exceed the GPU's memory, or "
+        "another process holds part of it, or the allocator's cache is fragmented (memory "
+        "reserved by PyTorch but not allocated).",
+        "Cut the per-GPU batch size and keep the global batch with gradient accumulation; enable "
+        "activation checkpointing or mixed precision; when reserved-but-unallocated memory is "
+        "large set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; check `nvidia-smi` for "
+        "other processes on the GPU.",
+    ),
+    Cause(
+        "cpu_oom_killed",
+        "Host ran out of memory and the kernel killed the process",
+        "The Linux OOM killer (or a cgroup/container memory limit) sent SIGKILL to the training "
+        "process or one of its workers. Python prints no traceback: the process just dies with "
+        "exit code 137 / signal 9, and the kernel log names the victim.",
+        "Check `dmesg -T | grep -i 'killed process'`; load less into RAM (memory-map the "
+        "dataset, fewer DataLoader workers, smaller prefetch_factor), raise the container's "
+        "memory limit, or add RAM/swap.",
+    ),
+    Cause(
+        "driver_too_old",
+        "NVIDIA driver too old for the CUDA build",
+        "Every CUDA runtime needs a minimum driver. The driver reports the newest CUDA it "
+        "supports (nvidia-smi's 'CUDA Version'); a framework built for a newer CUDA cannot start "
+        "on it unless minor-version compatibility covers the gap.",
+        "Upgrade the NVIDIA driver to at least the version the build's CUDA needs, or install "
+        "a framework build for an older CUDA (e.g. `pip install torch --index-url "
+        "https://download.pytorch.org/whl/cu118`).",
+    ),
+    Cause(
+        "no_nvidia_driver",
+        "No NVIDIA driver loaded",
+        "An NVIDIA GPU is on the PCI bus but no NVIDIA kernel driver is bound to it (not "
+        "installed, blocked by nouveau, not built for the running kernel, or Secure Boot "
+        "refused the unsigned module), so neither nvidia-smi nor CUDA can reach it.",
+        "Install the driver for the running kernel (`sudo apt install nvidia-driver-<branch>` "
+        "or NVIDIA's runfile), blacklist nouveau, sign the module or disable Secure Boot, then "
+        "reboot and confirm with `nvidia-smi`.",
+    ),
+    Cause(
+        "driver_library_mismatch",
+        "Kernel module and user-space driver versions differ",
+        "The loaded NVIDIA kernel module is a different version from the user-space libraries "
+        "(libnvidia-ml, libcuda). This happens when a package upgrade replaces the libraries "
+        "under a running module; NVML then fails with 'Driver/library version mismatch'.",
+        "Reboot (or unload and reload the nvidia modules), then hold the driver packages "
+        "(`sudo apt-mark hold 'nvidia-*' 'libnvidia-*'`) so unattended upgrades cannot do it "
+        "again.",
+    ),
+    Cause(
+        "cpu_only_torch",
+        "PyTorch is a CPU-only build",
+        "The installed torch wheel was built without CUDA (its version ends in '+cpu' or "
+        "torch.version.cuda is None), so it cannot use the GPUs even though they work. pip often "
+        "picks the CPU wheel from a cache or a pinned index.",
+        "Reinstall from a CUDA index: `pip uninstall -y torch && pip install torch "
+        "--index-url https://download.pytorch.org/whl/cu126 --no-cache-dir` (pick the cuXXX "
+        "your driver supports).",
+    ),
+    Cause(
+        "duplicate_torch_installs",
+        "Several PyTorch installs shadow each other",
+        "Two copies of torch are importable (pip and conda in one environment, or a user-site "
+        "install under ~/.local). Which one Python imports depends on the path order, so the "
+        "version you installed is not the one that runs, and compiled extensions fail with "
+        "undefined symbols.",
+        "Keep one: `pip uninstall torch` (repeat until none is left) and `conda remove "
+        "pytorch`, remove ~/.local/lib/python*/site-packages/torch*, then install once.",
+    ),
+    Cause(
+        "missing_cuda_lib",
+        "A CUDA library cannot be loaded",
+        "A shared library that the framework or an extension was linked against (libcudart, "
+        "libcublas, libcudnn, libnccl, libnvrtc...) is not on the loader's path, or is the wrong "
+        "major version.",
+        "Install the matching CUDA/cuDNN runtime (pip's nvidia-* packages for pip wheels), or "
+        "point LD_LIBRARY_PATH at the right CUDA lib64; rebuild extensions against the "
+        "framework's CUDA.",
+    ),
+    Cause(
+        "no_kernel_image",
+        "The GPU's architecture is not in the build",
+        "The framework ships machine code only for a list of GPU architectures (compute "
+        "capabilities). A GPU whose compute capability is not in that list, and for which no "
+        "compatible PTX is shipped, fails with 'no kernel image is available for execution on "
+        "the device'.",
+        "Install a build whose architecture list includes the GPU (e.g. cu128 or newer wheels "
+        "for Blackwell sm_120; cu126 wheels for Maxwell/Pascal/Volta), or build from source "
+        "with TORCH_CUDA_ARCH_LIST set.",
+    ),
+    Cause(
+        "version_mismatch_torch_torchvision",
+        "torchvision/torchaudio built for a different torch",
+        "torchvision and torchaudio contain compiled operators linked against one exact torch "
+        "release and CUDA variant. Paired with another torch, their operators fail to register "
+        "('operator torchvision::nms does not exist') or they refuse to load.",
+        "Install the companions from the same index and release as torch, e.g. `pip install "
+        "torch==2.5.1 torchvision==0.20.1 torchaudio==2.5.1 --index-url "
+        "https://download.pytorch.org/whl/cu124`.",
+    ),
+    Cause(
+        "container_toolkit_missing",
+        "Docker cannot hand GPUs to containers",
+        "`docker run --gpus` needs the NVIDIA Container Toolkit registered as a Docker runtime. "
+        'Without it Docker answers \'could not select device driver "" with capabilities: '
+        "[[gpu]]'.",
+        "Install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure "
+        "--runtime=docker` and `sudo systemctl restart docker`; avoid the snap docker package.",
+    ),
+    Cause(
+        "shm_too_small",
+        "Shared memory (/dev/shm) too small",
+        "DataLoader workers pass batches to the main process through /dev/shm, and NCCL uses it "
+        "between local ranks. Docker gives containers 64 MB by default, which a few image "
+        "batches fill; the worker then dies with a bus error.",
+        "Start the container with `--ipc=host` or `--shm-size=16g` (Kubernetes: an emptyDir "
+        "with medium: Memory on /dev/shm); or use fewer DataLoader workers.",
+    ),
+    Cause(
+        "dataloader_worker_killed",
+        "A DataLoader worker was killed",
+        "A DataLoader worker process died (killed by signal), usually because the host ran out "
+        "of RAM: each worker holds a copy of the dataset object and its prefetched batches.",
+        "Lower num_workers and prefetch_factor, avoid Python lists of large objects in the "
+        "Dataset (use numpy arrays or memory maps), and check `dmesg` for the OOM killer.",
+    ),
+    Cause(
+        "device_side_assert_label_range",
+        "Labels or indices out of range (device-side assert)",
+        "A CUDA kernel asserted that an index is in range: most often a class label >= "
+        "num_classes or negative in a loss, or a token id >= the embedding size. Because CUDA "
+        "reports errors asynchronously, the traceback may point at a later line.",
+        "Check labels are in [0, num_classes) and token ids < vocabulary size; rerun with "
+        "CUDA_LAUNCH_BLOCKING=1 (or on CPU) to get the exact line.",
+    ),
+    Cause(
+        "illegal_memory_access",
+        "Illegal memory access on the GPU",
+        "A kernel read or wrote outside its memory. Causes range from a bug in a custom CUDA "
+        "extension or a framework release to out-of-range indices and, rarely, faulty hardware.",
+        "Rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; upgrade torch and extensions "
+        "(flash-attn, apex, bitsandbytes); try `compute-sanitizer python train.py`; if it "
+        "moves between runs and GPUs, check Xid errors in `dmesg`.",
+    ),
+    Cause(
+        "cudnn_status_error",
+        "cuDNN failed",
+        "cuDNN returned an error status (NOT_INITIALIZED, INTERNAL_ERROR, EXECUTION_FAILED, "
+        "NOT_SUPPORTED). It is often an out-of-memory in disguise, or a cuDNN that does not "
+        "match the framework's CUDA.",
+        "Retry with a smaller batch; align cuDNN with the framework (use the wheel's bundled "
+        "cuDNN, remove system cuDNN from LD_LIBRARY_PATH); as a test set "
+        "torch.backends.cudnn.enabled = False.",
+    ),
+    Cause(
+        "fp16_overflow_nan",
+        "fp16 overflow: loss became NaN/inf",
+        "In float16 values above 65504 overflow to inf and become NaN; the loss scaler skips "
+        "steps until the scale collapses. Some model families (T5, large activations) overflow "
+        "in fp16 regardless of scaling.",
+        "Train in bf16 (Ampere or newer) or fp32 for the overflowing layers; lower the "
+        "learning rate, clip gradients, and check the data for inf/NaN.",
+    ),
+    Cause(
+        "gpu_ecc_error",
+        "Uncorrectable GPU memory (ECC) error",
+        "The GPU detected an error in its memory that ECC could not correct. The process using "
+        "it is killed; the page is retired or the row remapped at the next reset. Repeated "
+        "errors mean failing hardware.",
+        "Drain the node, reset the GPU or reboot so the row remap takes effect, run `dcgmi "
+        "diag -r 3`; if errors recur or remapping fails, RMA the GPU.",
+    ),
+    Cause(
+        "xid_error",
+        "NVIDIA driver reported an Xid error",
+        "Xid messages in the kernel log are the driver's error reports. Their code says whether "
+        "the application, the driver or the hardware is at fault.",
+        "Look the code up (`dlrig doctor --explain gpu.xid_events`, NVIDIA's Xid catalogue) and "
+        "act on its severity: restart the job for application Xids, reset or drain for "
+        "hardware ones.",
+    ),
+    Cause(
+        "gpu_fell_off_bus",
+        "GPU fell off the bus (Xid 79)",
+        "The GPU stopped answering on PCIe. Most common reasons are power (PSU, cables), "
+        "overheating, a bad riser or slot, or old system BIOS. It needs a reboot at least.",
+        "Reboot; reseat the card and its power cables, check the PSU and cooling, update the "
+        "system BIOS; if it recurs on the same GPU, RMA it.",
+    ),
+    Cause(
+        "nccl_timeout",
+        "A collective timed out (NCCL watchdog)",
+        "A rank waited in a collective longer than the process-group timeout. Usually one rank "
+        "is slow or stuck (rank-0-only preprocessing, evaluation, checkpointing, or it crashed), "
+        "not the network.",
+        "Find the rank that did not arrive (look for its own error earlier in the log); move "
+        "long rank-0 work before init_process_group or raise the timeout "
+        "(init_process_group(timeout=timedelta(hours=1))).",
+    ),
+    Cause(
+        "nccl_wrong_socket_interface",
+        "NCCL used the wrong network interface",
+        "NCCL picks a socket interface automatically and may choose a docker bridge, a veth or "
+        "loopback that other nodes cannot reach, so bootstrap or data connections fail.",
+        "Set NCCL_SOCKET_IFNAME to the interface the nodes share (e.g. NCCL_SOCKET_IFNAME=eth0 "
+        "or ^docker,lo) and GLOO_SOCKET_IFNAME likewise; run containers with host networking.",
+    ),
+    Cause(
+        "collective_timeout_uneven_data",
+        "Ranks got different amounts of data",
+        "When ranks process different numbers of batches, the ranks that finish early wait in "
+        "a collective the others never reach, and it times out (often at the end of an epoch or "
+        "in evaluation).",
+        "Give every rank the same number of batches: DistributedSampler with drop_last=True, "
+        "equal shards, or the DDP join() context manager for uneven inputs.",
+    ),
+    Cause(
+        "port_in_use",
+        "Rendezvous port already in use",
+        "The rendezvous store could not bind MASTER_PORT because another process (often a "
+        "stale run) holds it.",
+        "Pick a free port (`--master_port=29501` / MASTER_PORT), or kill the stale processes "
+        "(`ss -ltnp | grep 29500`).",
+    ),
+    Cause(
+        "disk_full",
+        "Disk full",
+        "A write failed with 'No space left on device': checkpoints, caches (~/.cache, /tmp) or "
+        "logs filled the filesystem.",
+        "Free space or write checkpoints elsewhere; point HF_HOME/TMPDIR at a large disk; keep "
+        "fewer checkpoints (save_total_limit).",
+    ),
+    Cause(
+        "too_many_open_files",
+        "Too many open files",
+        "The process hit its open-file limit. DataLoader workers sharing tensors through file "
+        "descriptors ('received 0 items of ancdata') and many dataset files exhaust the default "
+        "limit of 1024.",
+        "Raise the limit (`ulimit -n 65536`, or LimitNOFILE in the service/container), or use "
+        "torch.multiprocessing.set_sharing_strategy('file_system').",
+    ),
+)
+
+CAUSES: dict[str, Cause] = {cause.id: cause for cause in _CAUSES}
+
+
+def get(cause_id: str) -> Cause:
+    """The cause with this id; KeyError names the known ids."""
+    try:
+        return CAUSES[cause_id]
+    except KeyError:
+        raise KeyError(f"unknown cause {cause_id!r}; known: {', '.join(sorted(CAUSES))}") from None

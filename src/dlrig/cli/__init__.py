@@ -1,0 +1,1 @@
+"""The command line: a thin shell over the Python API, one module per command."""

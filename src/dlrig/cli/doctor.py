@@ -1,0 +1,229 @@
+"""`dlrig doctor`: is this machine set up right?"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+
+import click
+
+from dlrig.cli.common import console, json_option, print_json
+from dlrig.errors import InputError
+from dlrig.machine.model import Machine
+
+
+@click.command("doctor")
+@click.option(
+    "--from",
+    "from_path",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Check recorded evidence instead of this machine: a saved snapshot, "
+    "`nvidia-smi -q -x` XML, `nvidia-smi -q` text, --query-gpu CSV, a capture, "
+    "`python -m torch.utils.collect_env` output, or a dmesg log.",
+)
+@click.option(
+    "--save",
+    "save_path",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Also write the machine snapshot as JSON (read it back with --from).",
+)
+@click.option("--markdown", is_flag=True, help="Print Markdown to paste into a bug report.")
+@json_option
+@click.option("--explain", "explain_id", metavar="CHECK_ID", help="Explain one check and exit.")
+@click.option("--list-checks", is_flag=True, help="List every check and exit.")
+@click.option(
+    "--python",
+    "python",
+    metavar="PATH",
+    help="Inspect the frameworks of this Python interpreter (default: the one running dlrig).",
+)
+@click.option(
+    "--data-path",
+    "data_paths",
+    multiple=True,
+    metavar="DIR",
+    help="A directory that holds training data (its disk is checked); repeatable.",
+)
+@click.option(
+    "--ram-ratio",
+    type=click.FloatRange(min=0.1),
+    default=1.5,
+    show_default=True,
+    help="Wanted host RAM as a multiple of total GPU memory.",
+)
+@click.option(
+    "--min-cores-per-gpu",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Wanted physical CPU cores per GPU.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0.5),
+    default=10.0,
+    show_default=True,
+    help="Seconds each probe may take.",
+)
+@click.option("--no-kernel-log", is_flag=True, help="Do not read dmesg for Xid errors.")
+@click.option("--brief", is_flag=True, help="Show only problems (hide passing checks).")
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Show evidence for every check, skipped checks and probe gaps.",
+)
+def doctor_command(
+    from_path: Path | None,
+    save_path: Path | None,
+    markdown: bool,
+    as_json: bool,
+    explain_id: str | None,
+    list_checks: bool,
+    python: str | None,
+    data_paths: tuple[str, ...],
+    ram_ratio: float,
+    min_cores_per_gpu: int,
+    timeout_s: float,
+    no_kernel_log: bool,
+    brief: bool,
+    verbose: bool,
+) -> None:
+    """Check drivers, CUDA, frameworks, GPUs, NCCL, memory and disks; say what to fix.
+
+    Exit code: 0 when no check fails, 1 when one fails, 2 for bad usage or unreadable input.
+    """
+    from dlrig import doctor
+
+    if explain_id:
+        _explain(explain_id, as_json)
+        return
+    if list_checks:
+        _list_checks(as_json)
+        return
+    if as_json and markdown:
+        raise InputError("--json and --markdown: choose one output format", fix="drop one of them")
+    if python and from_path:
+        raise InputError(
+            "--python inspects this machine; it cannot be combined with --from",
+            fix="drop one of them",
+        )
+    machine = _machine(
+        from_path, python, timeout_s, data_paths, not no_kernel_log, quiet=as_json or markdown
+    )
+    if save_path is not None:
+        from dlrig.outputs import write_text_atomic
+
+        write_text_atomic(save_path, machine.to_json() + "\n")
+    options = doctor.DoctorOptions(
+        ram_to_gpu_memory_ratio=ram_ratio,
+        min_cpu_cores_per_gpu=min_cores_per_gpu,
+        data_paths=tuple(data_paths),
+    )
+    report = doctor.run(machine, options)
+    if as_json:
+        print_json(report.to_dict())
+    elif markdown:
+        from dlrig.doctor.render import render_markdown
+
+        sys.stdout.write(render_markdown(report))
+    else:
+        from dlrig.doctor.render import render_text
+
+        out = console()
+        render_text(report, out, show_ok=not brief, verbose=verbose)
+        if save_path is not None:
+            out.print(f"snapshot saved to {save_path}", style="dim")
+    if report.failed:
+        sys.exit(1)
+
+
+def _machine(
+    from_path: Path | None,
+    python: str | None,
+    timeout_s: float,
+    data_paths: tuple[str, ...],
+    read_kernel_log: bool,
+    quiet: bool,
+) -> Machine:
+    from dlrig.machine import probe, readers
+    from dlrig.machine.runner import ProbeContext
+
+    if from_path is not None:
+        return readers.load(from_path)
+    if python is not None and not Path(python).exists():
+        raise InputError(
+            f"--python {python}: no such interpreter", fix="give the path of a python executable"
+        )
+    context = ProbeContext(
+        python=python, timeout_s=timeout_s, data_paths=data_paths, read_kernel_log=read_kernel_log
+    )
+    err = console(stderr=True)
+    if quiet or not err.is_terminal:
+        return probe.collect(context)
+    with err.status("probing this machine…") as status:
+        return probe.collect(
+            context, progress=lambda name: status.update(f"probing this machine… {name} done")
+        )
+
+
+def _explain(check_id: str, as_json: bool) -> None:
+    from dlrig import causes, doctor
+
+    entry = doctor.get(check_id)
+    if entry is None:
+        ids = [c.id for c in doctor.all_checks()]
+        close = difflib.get_close_matches(check_id, ids, n=3, cutoff=0.5)
+        raise InputError(
+            f"--explain {check_id}: no such check",
+            fix=("did you mean " + ", ".join(close) + "? " if close else "")
+            + "list them with: dlrig doctor --list-checks",
+        )
+    cause = causes.CAUSES.get(entry.cause) if entry.cause else None
+    if as_json:
+        print_json(
+            {
+                "schema_version": doctor.SCHEMA_VERSION,
+                "id": entry.id,
+                "area": entry.area,
+                "title": entry.title,
+                "explanation": entry.explanation,
+                "cause": entry.cause,
+                "cause_title": cause.title if cause else None,
+                "default_fix": cause.default_fix if cause else None,
+            }
+        )
+        return
+    out = console()
+    out.print(f"[bold]{entry.id}[/bold]  ({entry.area}) — {entry.title}")
+    out.print()
+    out.print(entry.explanation)
+    if cause:
+        out.print()
+        out.print(f"[bold]cause[/bold] {cause.id}: {cause.title}")
+        out.print(cause.explanation)
+        out.print(f"[bold]usual fix[/bold] {cause.default_fix}")
+
+
+def _list_checks(as_json: bool) -> None:
+    from dlrig import doctor
+
+    entries = doctor.all_checks()
+    if as_json:
+        print_json(
+            {
+                "schema_version": doctor.SCHEMA_VERSION,
+                "checks": [
+                    {"id": c.id, "area": c.area, "title": c.title, "cause": c.cause}
+                    for c in entries
+                ],
+            }
+        )
+        return
+    out = console()
+    for entry in entries:
+        out.print(f"{entry.id:32} {entry.area:11} {entry.title}")

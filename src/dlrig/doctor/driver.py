@@ -1,0 +1,332 @@
+"""Driver checks: is a driver loaded, does it match its libraries, is it new enough."""
+
+from __future__ import annotations
+
+from dlrig.doctor import facts
+from dlrig.doctor.registry import Check, DoctorOptions, check
+from dlrig.knowledge import cuda as cuda_knowledge
+from dlrig.knowledge import drivers as driver_knowledge
+from dlrig.knowledge import pytorch as torch_knowledge
+from dlrig.knowledge.versions import Version, minor_of
+from dlrig.machine.model import Driver, Machine
+from dlrig.report import CheckResult
+
+_INSTALL_DRIVER = (
+    "sudo apt install nvidia-driver-{branch}   # Ubuntu; or NVIDIA's .run installer / your "
+    "distribution's package; then reboot and check `nvidia-smi`"
+)
+
+
+@check("driver.loaded", "driver", "NVIDIA GPUs have a working driver", cause="no_nvidia_driver")
+def driver_loaded(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """An NVIDIA GPU needs the NVIDIA kernel driver bound to it before nvidia-smi, NVML or
+    CUDA can reach it. The check compares the NVIDIA display/3D controllers on the PCI bus
+    (`lspci -d 10de:`) with what the driver reports. A machine without NVIDIA GPUs is not a
+    failure: it is reported as CPU-only."""
+    d = m.driver
+    if d is None and m.gpus is None:
+        return c.skip("driver state not in this snapshot")
+    gpus = m.gpus or ()
+    no_driver_text = d.nvml_error if d and d.nvml_error else ""
+    lowered = no_driver_text.lower()
+    driver_missing = d is not None and (
+        "no nvidia driver" in lowered
+        or "couldn't communicate" in lowered
+        or d.kernel_module_loaded is False
+    )
+    devices = d.nvidia_pci_devices if d else None
+    if driver_missing and (devices or gpus):
+        return c.fail(
+            "NVIDIA driver not loaded"
+            + (f" although {devices} NVIDIA GPU(s) are on the PCI bus" if devices else ""),
+            *([f"NVML/driver says: {no_driver_text}"] if no_driver_text else []),
+            *(
+                ["kernel module: not loaded (/proc/driver/nvidia/version absent)"]
+                if d is not None and d.kernel_module_loaded is False
+                else []
+            ),
+            "check: lspci -nnk -d 10de: | grep -A3 -i nvidia ; lsmod | grep nvidia",
+            fix=_INSTALL_DRIVER.format(branch="580")
+            + "\nIf it is installed: `sudo modprobe nvidia`; check `dmesg | grep -i nvidia` for "
+            "Secure Boot or nouveau conflicts.",
+        )
+    if (
+        driver_missing
+        and devices is None
+        and ("no nvidia driver" in lowered or "couldn't communicate" in lowered)
+    ):
+        # collect_env pastes: torch says it found no driver, but nothing shows whether a GPU exists.
+        return c.warn(
+            "no NVIDIA driver answers; if this machine has an NVIDIA GPU, its driver is not loaded",
+            f"reported: {no_driver_text}",
+            "check: lspci -nnk -d 10de: ; nvidia-smi",
+            fix=_INSTALL_DRIVER.format(branch="580"),
+        )
+    if d is not None and d.nvidia_pci_devices and d.nvidia_pci_devices_with_driver is not None:
+        unbound = d.nvidia_pci_devices - d.nvidia_pci_devices_with_driver
+        if unbound > 0 and not gpus:
+            return c.fail(
+                f"{unbound} of {d.nvidia_pci_devices} NVIDIA GPU(s) on the PCI bus have no NVIDIA driver",
+                "check: lspci -nnk -d 10de:   (look for 'Kernel driver in use: nvidia')",
+                fix=_INSTALL_DRIVER.format(branch="580"),
+            )
+    if gpus:
+        version = d.version if d and d.version else "unknown version"
+        cuda = f", supports CUDA ≤ {d.cuda_version}" if d and d.cuda_version else ""
+        return c.ok(f"{len(gpus)} NVIDIA GPU(s), driver {version}{cuda}")
+    if facts.nvidia_gpu_count(m) == 0:
+        return c.info(
+            "No NVIDIA GPU on this machine: CPU-only",
+            "no NVIDIA display or 3D controller on the PCI bus",
+            "frameworks will run on the CPU; GPU checks are skipped",
+        )
+    return c.skip("GPU presence unknown in this snapshot")
+
+
+@check(
+    "driver.library_mismatch",
+    "driver",
+    "kernel module and user-space driver are the same version",
+    cause="driver_library_mismatch",
+)
+def library_mismatch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """The NVIDIA kernel module (`/proc/driver/nvidia/version`) and the user-space libraries
+    (libnvidia-ml, libcuda) must be the same release. A package upgrade that replaces the
+    libraries under a running module makes NVML fail with 'Driver/library version mismatch'
+    and CUDA fail to initialise until the module is reloaded."""
+    d = m.driver
+    if d is None:
+        return c.skip("driver state not in this snapshot")
+    fix = (
+        "sudo reboot   # or unload and reload: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset "
+        "nvidia && sudo modprobe nvidia\nthen pin the driver packages: sudo apt-mark hold "
+        "'nvidia-*' 'libnvidia-*'"
+    )
+    if d.nvml_error and "mismatch" in d.nvml_error.lower():
+        return c.fail(
+            "Driver/library version mismatch: the loaded kernel module differs from the libraries",
+            f"NVML: {d.nvml_error}",
+            *(["kernel module: " + d.kernel_module_version] if d.kernel_module_version else []),
+            "check: cat /proc/driver/nvidia/version ; nvidia-smi",
+            fix=fix,
+        )
+    if d.kernel_module_version and d.version:
+        if d.kernel_module_version != d.version:
+            return c.fail(
+                f"kernel module {d.kernel_module_version} ≠ user-space driver {d.version}",
+                "check: cat /proc/driver/nvidia/version ; nvidia-smi --query-gpu=driver_version --format=csv",
+                fix=fix,
+            )
+        return c.ok(f"kernel module and libraries are both {d.version}")
+    return c.skip("needs both the kernel module and the user-space driver version")
+
+
+def _newest_variant_for_driver(torch_version: str, driver: Driver) -> str | None:
+    """The newest CUDA wheel variant of this torch release the driver can run (MVC included)."""
+    driver_cuda = driver.cuda_version or (
+        cuda_knowledge.max_cuda_for_driver(driver.version) if driver.version else None
+    )
+    limit = Version.parse(driver_cuda) if driver_cuda else None
+    installed = Version.parse(driver.version) if driver.version else None
+    minor = minor_of(torch_version)
+    best: tuple[Version, str] | None = None
+    for variant in torch_knowledge.cuda_variants():
+        have = Version.parse(variant.cuda_version)
+        if variant.torch_version != minor or have is None:
+            continue
+        runs = limit is not None and have.truncated(2) <= limit.truncated(2)
+        if not runs and installed is not None:
+            # Minor-version compatibility: same CUDA major, driver at or above the major's floor.
+            compat = cuda_knowledge.minor_compat().get(have.major)
+            runs = (
+                compat is not None
+                and installed >= compat.min_driver_linux
+                and (limit is None or limit.major == have.major)
+            )
+        if runs and (best is None or have > best[0]):
+            best = (have, variant.cuda_variant)
+    return best[1] if best else None
+
+
+def _driver_vs_build(
+    c: Check, m: Machine, framework: str, build_cuda: str, install_hint: str | None
+) -> CheckResult:
+    d = m.driver
+    assert d is not None
+    windows = bool(m.os and m.os.name and "windows" in m.os.name.lower())
+    requirement = cuda_knowledge.driver_requirement(build_cuda, windows=windows)
+    driver_cuda = d.cuda_version or (
+        cuda_knowledge.max_cuda_for_driver(d.version) if d.version and not windows else None
+    )
+    build = Version.parse(build_cuda)
+    if build is None:
+        return c.skip(f"cannot read {framework}'s CUDA version {build_cuda!r}")
+    evidence = [f"{framework} is built for CUDA {build_cuda}"]
+    if d.version:
+        evidence.append(
+            f"driver {d.version}" + (f" supports CUDA ≤ {d.cuda_version}" if d.cuda_version else "")
+        )
+    elif d.cuda_version:
+        evidence.append(f"driver supports CUDA ≤ {d.cuda_version}")
+    evidence.append("check: nvidia-smi   (top right: 'CUDA Version')")
+    version = Version.parse(d.version) if d.version else None
+    needs = (
+        f"driver ≥ {requirement.full_support}" if requirement else f"a driver for CUDA {build_cuda}"
+    )
+    fix_lines = [
+        f"Upgrade the NVIDIA driver to {needs} "
+        "(the R580 LTSB branch supports every CUDA 12.x and 13.x build):",
+        _INSTALL_DRIVER.format(branch="580"),
+    ]
+    if install_hint:
+        fix_lines.append(f"Or keep the driver and install a build it supports: {install_hint}")
+    fix = "\n".join(fix_lines)
+    # Decide from the driver's own version when we know it; else from the CUDA it reports.
+    if version is not None and requirement is not None:
+        if version >= requirement.full_support:
+            return c.ok(
+                f"driver {d.version} supports {framework}'s CUDA {build_cuda}", *evidence[:-1]
+            )
+        floor = requirement.minor_compat_floor
+        if floor is not None and version >= floor:
+            return c.info(
+                f"driver {d.version} runs {framework}'s CUDA {build_cuda} only through minor-version "
+                f"compatibility (full support from {requirement.full_support})",
+                *evidence,
+                "minor-version compatibility: kernels shipped as PTX for a newer CUDA cannot be "
+                "JIT-compiled and some features are missing",
+                fix=fix,
+            )
+        return c.fail(
+            f"driver {d.version} is too old for {framework} built with CUDA {build_cuda} (needs {needs})",
+            *evidence,
+            fix=fix,
+        )
+    if driver_cuda is not None:
+        supported = Version.parse(driver_cuda)
+        if supported is not None and supported.truncated(2) >= build.truncated(2):
+            return c.ok(
+                f"driver supports CUDA {driver_cuda} ≥ {framework}'s {build_cuda}", *evidence[:-1]
+            )
+        if supported is not None and supported.major == build.major and supported.major >= 11:
+            return c.info(
+                f"driver supports CUDA {driver_cuda}, older than {framework}'s {build_cuda}: runs "
+                "through minor-version compatibility only",
+                *evidence,
+                fix=fix,
+            )
+        return c.fail(
+            f"driver supports CUDA {driver_cuda} only; {framework} is built for CUDA {build_cuda}",
+            *evidence,
+            fix=fix,
+        )
+    return c.skip(f"driver version unknown; {framework} is built for CUDA {build_cuda}")
+
+
+@check(
+    "driver.torch_cuda", "driver", "driver is new enough for torch's CUDA", cause="driver_too_old"
+)
+def torch_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """Every CUDA runtime needs a minimum driver (NVIDIA's 'CUDA Toolkit and Corresponding
+    Driver Versions' table). A torch wheel built for CUDA 12.4 needs driver ≥ 550.54.14 for full
+    support; since CUDA 11.1, drivers of the same CUDA major can still run it through minor-version
+    compatibility, with limits. Across majors nothing works: torch fails with 'The NVIDIA driver on
+    your system is too old (found version 11040)'."""
+    info = facts.torch(m)
+    build = facts.torch_cuda(m)
+    if info is None:
+        return c.skip("torch is not installed")
+    if build is None:
+        return c.skip("torch is not a CUDA build")
+    if m.driver is None or (m.driver.version is None and m.driver.cuda_version is None):
+        if facts.has_nvidia_gpu(m) is False:
+            return c.skip("no NVIDIA GPU")
+        return c.skip("driver version not in this snapshot")
+    variant = _newest_variant_for_driver(info.version, m.driver)
+    hint = None
+    if variant:
+        release = info.version.split("+")[0]
+        hint = (
+            f"pip install torch=={release} --index-url https://download.pytorch.org/whl/{variant}"
+        )
+    return _driver_vs_build(c, m, f"torch {info.version}", build, hint)
+
+
+@check(
+    "driver.tensorflow_cuda",
+    "driver",
+    "driver is new enough for TensorFlow's CUDA",
+    cause="driver_too_old",
+)
+def tensorflow_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """TensorFlow's GPU wheels are built for one CUDA release (tf.sysconfig.get_build_info());
+    the driver must support it, by the same rule as for torch."""
+    tf = m.frameworks.tensorflow if m.frameworks else None
+    if tf is None:
+        return c.skip("TensorFlow is not installed")
+    if not tf.build or not tf.build.startswith("cuda-"):
+        return c.skip("TensorFlow is not a CUDA build")
+    if m.driver is None or (m.driver.version is None and m.driver.cuda_version is None):
+        return c.skip("driver version not in this snapshot")
+    return _driver_vs_build(c, m, f"TensorFlow {tf.version}", tf.build.removeprefix("cuda-"), None)
+
+
+@check("driver.branch_eol", "driver", "driver branch is still supported")
+def branch_eol(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """NVIDIA supports each datacenter driver branch for a fixed time (long-term branches about
+    three years, production branches one year). Past end of life there are no more security or
+    bug fixes. Branches come from NVIDIA's 'supported drivers and CUDA toolkit versions' page."""
+    d = m.driver
+    if d is None or not d.version:
+        return c.skip("driver version not in this snapshot")
+    branch = driver_knowledge.lookup(d.version)
+    name = driver_knowledge.branch_of(d.version)
+    if branch is None:
+        return c.info(
+            f"driver {d.version}: branch {name} is not in NVIDIA's datacenter branch table",
+            "GeForce/new-feature branches are not tracked there; check NVIDIA's driver page",
+        )
+    fix = (
+        _INSTALL_DRIVER.format(branch="580")
+        + "\n(R580 is a long-term support branch until 2028-06)"
+    )
+    if branch.eol_without_date:
+        return c.warn(
+            f"driver branch {name} is past end of life",
+            f"driver {d.version}",
+            branch.source,
+            fix=fix,
+        )
+    if branch.end_of_life is not None and branch.end_of_life <= o.today:
+        return c.warn(
+            f"driver branch {name} reached end of life in {branch.end_of_life:%Y-%m}",
+            f"driver {d.version} ({branch.designation or 'branch'})",
+            fix=fix,
+        )
+    if branch.end_of_life is not None:
+        return c.ok(
+            f"driver branch {name} ({branch.designation}) supported until {branch.end_of_life:%Y-%m}"
+        )
+    return c.info(f"driver branch {name}: end of life not published")
+
+
+@check("driver.persistence_mode", "driver", "persistence mode is on")
+def persistence_mode(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """Without persistence mode the driver tears the GPU state down whenever no process holds
+    it, so every job start pays seconds of re-initialisation and tools like nvidia-smi wake the
+    GPU. NVIDIA recommends nvidia-persistenced on Linux compute servers."""
+    if not m.gpus:
+        return c.skip("no GPUs in this snapshot")
+    off = [g for g in m.gpus if g.persistence_mode is False]
+    known = [g for g in m.gpus if g.persistence_mode is not None]
+    if not known:
+        return c.skip("persistence mode not in this snapshot")
+    if off:
+        return c.warn(
+            f"persistence mode is off on {len(off)} of {len(m.gpus)} GPU(s)",
+            *(f"{facts.gpu_label(g)}: persistence mode off" for g in off),
+            "check: nvidia-smi --query-gpu=index,persistence_mode --format=csv",
+            fix="sudo systemctl enable --now nvidia-persistenced   # or: sudo nvidia-smi -pm 1",
+            cause=None,
+        )
+    return c.ok("persistence mode is on for every GPU")

@@ -1,0 +1,103 @@
+"""Facts derived from a snapshot that several checks share (still pure functions)."""
+
+from __future__ import annotations
+
+from dlrig.knowledge import gpus as gpu_knowledge
+from dlrig.knowledge.versions import Version, local_variant
+from dlrig.machine.model import Gpu, Machine, TorchInfo
+
+
+def nvidia_gpu_count(machine: Machine) -> int | None:
+    """GPUs known to be present (from NVML/nvidia-smi, else the PCI bus); None if unknown."""
+    if machine.gpus:
+        return len(machine.gpus)
+    if machine.driver is not None and machine.driver.nvidia_pci_devices is not None:
+        return machine.driver.nvidia_pci_devices
+    if machine.gpus is not None:
+        return 0
+    return None
+
+
+def has_nvidia_gpu(machine: Machine) -> bool | None:
+    count = nvidia_gpu_count(machine)
+    return None if count is None else count > 0
+
+
+def capability(gpu: Gpu) -> tuple[str | None, str]:
+    """Compute capability of a GPU and where the number comes from."""
+    if gpu.compute_capability:
+        return gpu.compute_capability, "reported by the driver"
+    value, source = gpu_knowledge.compute_capability(gpu.name)
+    return value, source or "unknown"
+
+
+def sm(capability_text: str) -> str:
+    """ "8.6" -> "sm_86"."""
+    version = Version.parse(capability_text)
+    if version is None:
+        return capability_text
+    return f"sm_{version.major}{version.minor}"
+
+
+def torch(machine: Machine) -> TorchInfo | None:
+    return machine.frameworks.torch if machine.frameworks else None
+
+
+def torch_cuda(machine: Machine) -> str | None:
+    """The CUDA version torch was built for ("12.1"), None for CPU/ROCm builds or unknown."""
+    info = torch(machine)
+    if info is None:
+        return None
+    if info.cuda_version:
+        return info.cuda_version
+    variant = local_variant(info.version)
+    if variant and variant.startswith("cu") and variant[2:].isdigit():
+        digits = variant[2:]
+        return f"{digits[:-1]}.{digits[-1]}"
+    return None
+
+
+def torch_is_cpu_only(info: TorchInfo) -> bool | None:
+    variant = local_variant(info.version)
+    if variant == "cpu" or info.build == "cpu":
+        return True
+    if info.build in {"cuda", "rocm"} or info.cuda_version or info.hip_version:
+        return False
+    if variant and (variant.startswith("cu") or variant.startswith("rocm")):
+        return False
+    return None
+
+
+def busy(gpu: Gpu, threshold_percent: float) -> bool | None:
+    if gpu.utilization_gpu_percent is None:
+        return None
+    return gpu.utilization_gpu_percent >= threshold_percent
+
+
+def gpu_label(gpu: Gpu) -> str:
+    return f"GPU {gpu.index} ({gpu.name})"
+
+
+def total_gpu_memory_bytes(machine: Machine) -> int | None:
+    if not machine.gpus:
+        return None
+    sizes = [g.memory_total_bytes for g in machine.gpus]
+    if any(size is None for size in sizes):
+        return None
+    return sum(size for size in sizes if size is not None)
+
+
+def multi_node_configured(machine: Machine) -> str | None:
+    """Why this machine looks set up for multi-node training, or None."""
+    master = machine.env_value("MASTER_ADDR")
+    if master and master not in {"localhost", "127.0.0.1", "::1", machine.origin.hostname}:
+        return f"MASTER_ADDR={master}"
+    for name in ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
+        value = machine.env_value(name)
+        if value and value.isdigit() and int(value) > 1:
+            return f"{name}={value}"
+    world = machine.env_value("WORLD_SIZE")
+    count = nvidia_gpu_count(machine)
+    if world and world.isdigit() and count and int(world) > count:
+        return f"WORLD_SIZE={world} > {count} local GPUs"
+    return None

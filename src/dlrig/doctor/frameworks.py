@@ -1,0 +1,270 @@
+"""Framework checks: is torch a CUDA build, do its companions match, is it installed once."""
+
+from __future__ import annotations
+
+from dlrig.doctor import facts
+from dlrig.doctor.registry import Check, DoctorOptions, check
+from dlrig.knowledge import pytorch as torch_knowledge
+from dlrig.knowledge.versions import local_variant, minor_of, release
+from dlrig.machine.model import Machine, PackageInfo
+from dlrig.report import CheckResult
+
+_INDEX = "https://download.pytorch.org/whl/{variant}"
+
+
+def _cuda_index_for(m: Machine) -> str:
+    """The wheel index that fits the driver: newest CUDA variant the driver supports."""
+    driver_cuda = m.driver.cuda_version if m.driver else None
+    if driver_cuda and driver_cuda.split(".")[0].isdigit():
+        major = int(driver_cuda.split(".")[0])
+        if major >= 13:
+            return "cu130"
+        if major == 12:
+            return "cu126"
+        if major == 11:
+            return "cu118"
+    return "cu126"
+
+
+@check("frameworks.torch_installed", "frameworks", "PyTorch is installed")
+def torch_installed(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """Which PyTorch the inspected Python environment imports. dlrig reads it from files
+    (torch/version.py, package metadata), without importing torch, so a broken install is still
+    described. Use `--python PATH` to inspect another environment than dlrig's own."""
+    if m.frameworks is None:
+        return c.skip("frameworks not in this snapshot")
+    info = m.frameworks.torch
+    where = m.frameworks.python_executable or "this Python"
+    if info is None:
+        return c.info(
+            f"torch is not installed in {where}",
+            fix="Install it (https://pytorch.org/get-started/locally/), or point dlrig at your "
+            "training environment: dlrig doctor --python /path/to/venv/bin/python",
+        )
+    build = facts.torch_cuda(m)
+    flavour = (
+        f"CUDA {build}"
+        if build
+        else ("ROCm " + info.hip_version if info.hip_version else "CPU-only")
+    )
+    extra = []
+    if info.cudnn_version:
+        extra.append(f"cuDNN {info.cudnn_version}")
+    if info.nccl_version:
+        extra.append(f"NCCL {info.nccl_version}")
+    if info.location:
+        extra.append(f"at {info.location}")
+    return c.ok(f"torch {info.version} ({flavour})", *extra)
+
+
+@check(
+    "frameworks.cpu_only_torch",
+    "frameworks",
+    "torch can use the NVIDIA GPUs",
+    cause="cpu_only_torch",
+)
+def cpu_only_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """A torch wheel built without CUDA ('+cpu', torch.version.cuda is None) cannot use GPUs
+    even when the driver works. pip picks it from a cache, from PyPI on some platforms, or
+    because a requirements file pins it; conda picks it when 'cpuonly' gets installed."""
+    info = facts.torch(m)
+    if info is None:
+        return c.skip("torch is not installed")
+    cpu_only = facts.torch_is_cpu_only(info)
+    has_gpu = facts.has_nvidia_gpu(m)
+    if cpu_only and has_gpu:
+        index = _cuda_index_for(m)
+        release_version = release(info.version)
+        return c.fail(
+            f"torch {info.version} is a CPU-only build, but this machine has NVIDIA GPUs",
+            f"torch {info.version}: no CUDA (torch.version.cuda is None)",
+            f"{facts.nvidia_gpu_count(m)} NVIDIA GPU(s) present",
+            'check: python -c "import torch; print(torch.__version__, torch.version.cuda)"',
+            fix=f"pip uninstall -y torch torchvision torchaudio && pip install --no-cache-dir "
+            f"torch=={release_version} torchvision torchaudio --index-url {_INDEX.format(variant=index)}",
+        )
+    if cpu_only and has_gpu is False:
+        return c.ok(f"torch {info.version} is CPU-only, which fits this machine (no NVIDIA GPU)")
+    if cpu_only is False:
+        return c.ok(f"torch {info.version} is a GPU build")
+    return c.skip("cannot tell whether torch is a CUDA build")
+
+
+@check("frameworks.torch_cuda_usable", "frameworks", "torch reports CUDA available")
+def torch_cuda_usable(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """`torch.cuda.is_available()` as recorded (collect_env's 'Is CUDA available'). dlrig never
+    calls it itself: it would initialise CUDA. False on a GPU machine with a CUDA build means
+    the driver, the build or the visible devices are wrong; the other checks say which."""
+    info = facts.torch(m)
+    if info is None or info.cuda_available is None:
+        return c.skip("not recorded (dlrig does not initialise CUDA to find out)")
+    if info.cuda_available:
+        return c.ok("torch.cuda.is_available() was True")
+    if facts.torch_cuda(m) and facts.has_nvidia_gpu(m):
+        return c.fail(
+            "torch.cuda.is_available() was False on a machine with NVIDIA GPUs and a CUDA build of torch",
+            "see driver.torch_cuda, driver.loaded and env.cuda_visible_devices for the reason",
+            fix="Fix the failing driver check above; check CUDA_VISIBLE_DEVICES; run "
+            '`python -c "import torch; torch.cuda.init()"` to see CUDA\'s own error.',
+            cause=None,
+        )
+    return c.info("torch.cuda.is_available() was False (no GPU or CPU build)")
+
+
+def _companion_problem(m: Machine, companion: PackageInfo, torch_version: str) -> str | None:
+    """Why a torchvision/torchaudio does not fit this torch, or None."""
+    if companion.name == "torchvision":
+        expected_torch = torch_knowledge.torch_for_torchvision(companion.version)
+    else:
+        expected_torch = torch_knowledge.torch_for_torchaudio(companion.version)
+    torch_minor = minor_of(torch_version)
+    if companion.name == "torchaudio" and expected_torch is None:
+        return None
+    if expected_torch is not None and expected_torch != torch_minor:
+        # torchaudio 2.11 is the last release and supports later torch releases.
+        if companion.name == "torchaudio" and companion.version.startswith("2.11"):
+            return None
+        return f"{companion.name} {companion.version} is built for torch {expected_torch}, not {torch_minor}"
+    torch_variant = local_variant(torch_version)
+    variant = local_variant(companion.version)
+    if torch_variant and variant and torch_variant != variant:
+        return (
+            f"{companion.name} {companion.version} is a {variant} build, torch is {torch_variant}"
+        )
+    build_cuda = facts.torch_cuda(m)
+    if companion.build and companion.build.startswith("cuda-") and build_cuda:
+        companion_cuda = companion.build.removeprefix("cuda-")
+        if minor_of(companion_cuda) != minor_of(build_cuda):
+            return (
+                f"{companion.name} is built for CUDA {companion_cuda}, torch for CUDA {build_cuda}"
+            )
+    return None
+
+
+@check(
+    "frameworks.companions",
+    "frameworks",
+    "torchvision and torchaudio match torch",
+    cause="version_mismatch_torch_torchvision",
+)
+def companions(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """torchvision and torchaudio carry compiled operators linked against one torch release and
+    one CUDA variant (torchvision 0.20 ↔ torch 2.5; '+cu121' ↔ '+cu121'). A mismatch fails at
+    import or at the first custom op ('operator torchvision::nms does not exist')."""
+    info = facts.torch(m)
+    if info is None or m.frameworks is None:
+        return c.skip("torch is not installed")
+    present = [p for p in (m.frameworks.torchvision, m.frameworks.torchaudio) if p is not None]
+    if not present:
+        return c.skip("neither torchvision nor torchaudio is installed")
+    problems = [
+        p for p in (_companion_problem(m, companion, info.version) for companion in present) if p
+    ]
+    if problems:
+        entry = torch_knowledge.companions().get(minor_of(info.version) or "")
+        pins = [f"torch=={release(info.version)}"]
+        if entry and entry.torchvision_version and m.frameworks.torchvision:
+            pins.append(f"torchvision=={entry.torchvision_version}.*")
+        if entry and entry.torchaudio_version and m.frameworks.torchaudio:
+            pins.append(f"torchaudio=={entry.torchaudio_version}.*")
+        variant = local_variant(info.version)
+        index = (
+            variant
+            if variant and (variant.startswith("cu") or variant == "cpu")
+            else _cuda_index_for(m)
+        )
+        return c.fail(
+            problems[0],
+            *problems[1:],
+            f"torch {info.version}",
+            *(f"{p.name} {p.version}" for p in present),
+            fix=f"pip install --force-reinstall {' '.join(pins)} --index-url {_INDEX.format(variant=index)}",
+        )
+    return c.ok(
+        "torchvision/torchaudio match torch " + info.version,
+        *(f"{p.name} {p.version}" for p in present),
+    )
+
+
+@check(
+    "frameworks.duplicate_torch",
+    "frameworks",
+    "torch is installed once",
+    cause="duplicate_torch_installs",
+)
+def duplicate_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """Two importable copies of torch (pip and conda in one environment, or a user-site copy
+    under ~/.local) mean the version you installed may not be the one that runs, and extensions
+    built against one crash with 'undefined symbol' against the other."""
+    if m.frameworks is None:
+        return c.skip("frameworks not in this snapshot")
+    duplicates = [d for d in m.frameworks.duplicates if d.name in {"torch", "pytorch"}]
+    if duplicates:
+        d = duplicates[0]
+        return c.fail(
+            f"torch is installed {len(d.locations)} times: {', '.join(d.versions)}",
+            *d.locations,
+            "check: pip list 2>/dev/null | grep -i torch ; conda list | grep -i torch ; "
+            'python -c "import torch; print(torch.__file__)"',
+            fix="pip uninstall -y torch   # repeat until pip says it is not installed\n"
+            "conda remove --force pytorch   # if conda installed one\n"
+            "rm -rf ~/.local/lib/python3*/site-packages/torch*   # a user-site copy\n"
+            "then install once from https://pytorch.org/get-started/locally/",
+        )
+    return c.ok("one torch install")
+
+
+@check("frameworks.duplicate_packages", "frameworks", "no package installed twice")
+def duplicate_packages(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """Other packages installed twice in one environment (numpy, triton, nvidia-* CUDA
+    libraries) shadow each other the same way torch does."""
+    if m.frameworks is None:
+        return c.skip("frameworks not in this snapshot")
+    others = [d for d in m.frameworks.duplicates if d.name not in {"torch", "pytorch"}]
+    if others:
+        return c.warn(
+            f"{len(others)} package(s) installed more than once",
+            *(f"{d.name}: {', '.join(d.versions)} in {', '.join(d.locations)}" for d in others),
+            fix="pip uninstall the copy you do not want (see `pip list -v` for locations).",
+            cause=None,
+        )
+    return c.ok("no duplicate packages")
+
+
+@check("frameworks.tensorflow_gpu", "frameworks", "TensorFlow can use the GPUs")
+def tensorflow_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """TensorFlow on Linux needs its CUDA build (`pip install tensorflow[and-cuda]`); the
+    tensorflow-cpu package and builds without CUDA run on the CPU only."""
+    tf = m.frameworks.tensorflow if m.frameworks else None
+    if tf is None:
+        return c.skip("TensorFlow is not installed")
+    if tf.build == "cpu" and facts.has_nvidia_gpu(m):
+        return c.warn(
+            f"{tf.name} {tf.version} is a CPU-only build on a machine with NVIDIA GPUs",
+            fix="pip install 'tensorflow[and-cuda]'",
+            cause=None,
+        )
+    return c.ok(f"{tf.name} {tf.version}" + (f" ({tf.build})" if tf.build else ""))
+
+
+@check("frameworks.jax_gpu", "frameworks", "JAX can use the GPUs")
+def jax_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """JAX needs a CUDA plugin (`pip install "jax[cuda12]"` or `jax[cuda13]`) to use NVIDIA
+    GPUs; plain `pip install jax` runs on the CPU."""
+    fw = m.frameworks
+    if fw is None or fw.jax is None:
+        return c.skip("JAX is not installed")
+    jaxlib_variant = local_variant(fw.jaxlib.version) if fw.jaxlib else None
+    if (
+        fw.jax_cuda_plugin is None
+        and not (jaxlib_variant and "cuda" in jaxlib_variant)
+        and facts.has_nvidia_gpu(m)
+    ):
+        return c.warn(
+            f"jax {fw.jax.version} has no CUDA plugin on a machine with NVIDIA GPUs",
+            fix='pip install -U "jax[cuda12]"',
+            cause=None,
+        )
+    return c.ok(
+        f"jax {fw.jax.version}" + (f" with {fw.jax_cuda_plugin.name}" if fw.jax_cuda_plugin else "")
+    )

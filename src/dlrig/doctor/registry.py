@@ -1,0 +1,131 @@
+"""The check registry: every doctor check is a pure function of a snapshot and options."""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dlrig.machine.model import Machine
+from dlrig.report import CheckResult, Status
+
+AREAS = ("driver", "gpu", "frameworks", "cuda", "nccl", "host", "storage", "network", "containers")
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """Thresholds the checks use; the CLI exposes the ones people tune."""
+
+    ram_to_gpu_memory_ratio: float = 1.5
+    min_cpu_cores_per_gpu: int = 4
+    min_shm_bytes: int = 1024**3  # DeepSpeed warns below 512 MB; 1 GiB leaves room for workers
+    min_free_disk_bytes: int = 20 * 1000**3
+    min_free_disk_fraction: float = 0.05
+    min_open_files: int = 8192
+    busy_utilization_percent: float = 10.0
+    today: dt.date = field(default_factory=dt.date.today)
+    data_paths: tuple[str, ...] = ()
+
+
+CheckFunction = Callable[[Machine, DoctorOptions], CheckResult]
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    area: str
+    title: str  # what the check looks at, for --explain and listings
+    cause: str | None
+    explanation: str
+    function: CheckFunction
+
+    def run(self, machine: Machine, options: DoctorOptions) -> CheckResult:
+        return self.function(machine, options)
+
+    # Builders for results, so every result carries the check's id, area and cause.
+    def ok(self, title: str, *evidence: str) -> CheckResult:
+        return CheckResult(self.id, self.area, Status.OK, title, tuple(evidence))
+
+    def info(self, title: str, *evidence: str, fix: str | None = None) -> CheckResult:
+        return CheckResult(self.id, self.area, Status.INFO, title, tuple(evidence), fix)
+
+    def skip(self, title: str, *evidence: str) -> CheckResult:
+        return CheckResult(self.id, self.area, Status.SKIP, title, tuple(evidence))
+
+    def warn(self, title: str, *evidence: str, fix: str, cause: str | None = "") -> CheckResult:
+        return CheckResult(
+            self.id,
+            self.area,
+            Status.WARN,
+            title,
+            tuple(evidence),
+            fix,
+            self.cause if cause == "" else cause,
+        )
+
+    def fail(self, title: str, *evidence: str, fix: str, cause: str | None = "") -> CheckResult:
+        return CheckResult(
+            self.id,
+            self.area,
+            Status.FAIL,
+            title,
+            tuple(evidence),
+            fix,
+            self.cause if cause == "" else cause,
+        )
+
+
+_REGISTRY: dict[str, Check] = {}
+
+
+def check(
+    id: str, area: str, title: str, cause: str | None = None
+) -> Callable[[Callable[[Check, Machine, DoctorOptions], CheckResult]], Check]:
+    """Register a check. The function's docstring is its `--explain` text."""
+    if area not in AREAS:
+        raise ValueError(f"unknown area {area!r}")
+
+    def register(function: Callable[[Check, Machine, DoctorOptions], CheckResult]) -> Check:
+        if id in _REGISTRY:
+            raise ValueError(f"check {id!r} registered twice")
+        holder: list[Check] = []
+
+        def bound(machine: Machine, options: DoctorOptions) -> CheckResult:
+            return function(holder[0], machine, options)
+
+        entry = Check(
+            id=id,
+            area=area,
+            title=title,
+            cause=cause,
+            explanation=inspect.cleandoc(function.__doc__ or title),
+            function=bound,
+        )
+        holder.append(entry)
+        _REGISTRY[id] = entry
+        return entry
+
+    return register
+
+
+def all_checks() -> tuple[Check, ...]:
+    # Importing the area modules registers their checks.
+    from dlrig.doctor import (  # noqa: F401
+        containers,
+        cuda,
+        driver,
+        frameworks,
+        gpu,
+        host,
+        nccl,
+        network,
+        storage,
+    )
+
+    return tuple(_REGISTRY.values())
+
+
+def get(check_id: str) -> Check | None:
+    all_checks()
+    return _REGISTRY.get(check_id)

@@ -1,0 +1,183 @@
+"""Readable renderings of a doctor report: rich text for terminals, Markdown for bug reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlrig.doctor import DoctorReport
+from dlrig.doctor.facts import torch_cuda
+from dlrig.doctor.registry import AREAS
+from dlrig.machine.model import Machine
+from dlrig.report import CheckResult, Status
+from dlrig.units import human_bytes
+
+_STYLE = {
+    Status.FAIL: ("✗ FAIL", "bold red"),
+    Status.WARN: ("! WARN", "yellow"),
+    Status.INFO: ("i info", "cyan"),
+    Status.OK: ("✓ ok  ", "green"),
+    Status.SKIP: ("- skip", "dim"),
+}
+
+
+def machine_facts(m: Machine) -> list[tuple[str, str]]:
+    """The one-screen summary of a machine, as (label, value) rows."""
+    rows: list[tuple[str, str]] = []
+    origin = m.origin.kind if not m.origin.path else f"{m.origin.kind} ({m.origin.path})"
+    rows.append(("source", origin + (f", {m.origin.detail}" if m.origin.detail else "")))
+    if m.origin.hostname:
+        rows.append(("host", m.origin.hostname))
+    if m.os:
+        text = " ".join(
+            p
+            for p in (
+                m.os.name,
+                m.os.kernel_release and f"kernel {m.os.kernel_release}",
+                m.os.glibc_version and f"glibc {m.os.glibc_version}",
+            )
+            if p
+        )
+        if text:
+            rows.append(("OS", text))
+    if m.cpu and (m.cpu.model or m.cpu.threads):
+        parts = [m.cpu.model or "CPU"]
+        if m.cpu.sockets:
+            parts.append(f"{m.cpu.sockets} socket(s)")
+        if m.cpu.cores:
+            parts.append(f"{m.cpu.cores} cores")
+        if m.cpu.threads:
+            parts.append(f"{m.cpu.threads} threads")
+        rows.append(("CPU", ", ".join(parts)))
+    if m.memory and m.memory.total_bytes:
+        rows.append(("RAM", human_bytes(m.memory.total_bytes)))
+    if m.driver and (m.driver.version or m.driver.cuda_version):
+        rows.append(
+            ("driver", f"{m.driver.version or '?'} (CUDA ≤ {m.driver.cuda_version or '?'})")
+        )
+    if m.gpus is not None:
+        if m.gpus:
+            names: dict[str, int] = {}
+            for gpu in m.gpus:
+                names[gpu.name] = names.get(gpu.name, 0) + 1
+            text = ", ".join(f"{count} × {name}" for name, count in names.items())
+            memory = m.gpus[0].memory_total_bytes
+            rows.append(("GPUs", text + (f" ({human_bytes(memory)} each)" if memory else "")))
+        else:
+            rows.append(("GPUs", "none (CPU-only machine)"))
+    if m.frameworks:
+        torch = m.frameworks.torch
+        if torch:
+            build = torch_cuda(m)
+            rows.append(("torch", f"{torch.version} ({'CUDA ' + build if build else 'CPU-only'})"))
+        else:
+            rows.append(("torch", "not installed"))
+        if m.frameworks.python_executable:
+            rows.append(
+                ("python", f"{m.frameworks.python_executable} ({m.frameworks.python_version})")
+            )
+    if m.cuda_toolkit and m.cuda_toolkit.nvcc_version:
+        rows.append(("nvcc", m.cuda_toolkit.nvcc_version))
+    return rows
+
+
+def render_text(
+    report: DoctorReport, console: Any, show_ok: bool = True, verbose: bool = False
+) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    for label, value in machine_facts(report.machine):
+        facts.add_row(label, value)
+    console.print(Text("dlrig doctor", style="bold"))
+    console.print(facts)
+    console.print()
+    for area in AREAS:
+        results = sorted((r for r in report.checks if r.area == area), key=lambda r: r.status.rank)
+        shown = [
+            r
+            for r in results
+            if r.status not in (Status.SKIP,) and (show_ok or r.status is not Status.OK)
+        ]
+        skipped = [r for r in results if r.status is Status.SKIP]
+        if not shown and not (verbose and skipped):
+            continue
+        console.print(Text(area.upper(), style="bold underline"))
+        for result in shown + (skipped if verbose else []):
+            _render_result(result, console, verbose)
+        console.print()
+    counts = report.summary.counts
+    line = Text()
+    for status in (Status.FAIL, Status.WARN, Status.INFO, Status.OK, Status.SKIP):
+        label, style = _STYLE[status]
+        line.append(f"{counts[status.value]} {status.value}", style=style)
+        line.append("  ")
+    console.print(line)
+    if report.machine.probe_issues and verbose:
+        console.print(Text("not available:", style="bold"))
+        for issue in report.machine.probe_issues:
+            console.print(f"  {issue.source}: {issue.reason}", style="dim")
+    elif report.machine.probe_issues and report.machine.origin.kind == "live":
+        console.print(
+            f"{len(report.machine.probe_issues)} source(s) could not be read; --verbose lists them",
+            style="dim",
+        )
+    if any(r.status in (Status.FAIL, Status.WARN) for r in report.checks):
+        console.print("More on a check: dlrig doctor --explain CHECK_ID", style="dim")
+
+
+def _render_result(result: CheckResult, console: Any, verbose: bool) -> None:
+    from rich.text import Text
+
+    label, style = _STYLE[result.status]
+    line = Text()
+    line.append(f"  {label} ", style=style)
+    line.append(result.title)
+    line.append(f"  [{result.id}]", style="dim")
+    console.print(line)
+    if result.status in (Status.FAIL, Status.WARN) or verbose:
+        for evidence in result.evidence:
+            console.print(
+                Text(f"           {evidence}", style="dim" if evidence.startswith("check:") else "")
+            )
+    if result.fix and result.status in (Status.FAIL, Status.WARN, Status.INFO):
+        first, *rest = result.fix.splitlines()
+        console.print(Text(f"           fix: {first}", style="bold"))
+        for extra in rest:
+            console.print(Text(f"                {extra}", style="bold"))
+
+
+def render_markdown(report: DoctorReport) -> str:
+    """A Markdown block to paste into a bug report."""
+    lines = ["### dlrig doctor", "", "| | |", "|---|---|"]
+    for label, value in machine_facts(report.machine):
+        lines.append(f"| {label} | {value.replace('|', '/')} |")
+    lines.append("")
+    problems = [r for r in report.checks if r.status in (Status.FAIL, Status.WARN)]
+    counts = report.summary.counts
+    lines.append(
+        f"**{counts['fail']} fail, {counts['warn']} warn, {counts['info']} info, {counts['ok']} ok, "
+        f"{counts['skip']} skipped**"
+    )
+    lines.append("")
+    for result in sorted(problems, key=lambda r: r.status.rank):
+        lines.append(f"- **{result.status.value.upper()}** `{result.id}`: {result.title}")
+        for evidence in result.evidence:
+            lines.append(f"  - {evidence}")
+        if result.fix:
+            lines.append("  - fix:")
+            lines.append("    ```")
+            lines.extend(f"    {line}" for line in result.fix.splitlines())
+            lines.append("    ```")
+    others = [r for r in report.checks if r.status in (Status.INFO, Status.OK)]
+    if others:
+        lines.append("")
+        lines.append("<details><summary>other checks</summary>")
+        lines.append("")
+        for result in sorted(others, key=lambda r: (r.area, r.id)):
+            lines.append(f"- {result.status.value} `{result.id}`: {result.title}")
+        lines.append("")
+        lines.append("</details>")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,64 @@
+"""Reading files a user names, with one clear message for each way it can go wrong.
+
+Every command that takes a path reads it through here, so "missing", "a directory",
+"empty", "binary" and "too large" read the same everywhere and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dlrig.errors import InputError
+
+_BINARY_SNIFF_BYTES = 8192
+
+
+def _size_text(size: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def check_readable_file(path: Path | str, what: str) -> Path:
+    """The path, or an InputError naming it and saying what is wrong."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file", fix=f"check the path of the {what}")
+    if p.is_dir():
+        raise InputError(
+            f"{p}: is a directory, not a file", fix=f"give the path of the {what} file"
+        )
+    if not os.access(p, os.R_OK):
+        raise InputError(f"{p}: permission denied", fix=f"make the {what} readable (or use sudo)")
+    return p
+
+
+def read_text(path: Path | str, what: str, max_bytes: int) -> str:
+    """The whole file as text, refusing empty, binary and oversized files."""
+    p = check_readable_file(path, what)
+    size = p.stat().st_size
+    if size == 0:
+        raise InputError(f"{p}: the file is empty", fix=f"give a file that holds the {what}")
+    if size > max_bytes:
+        raise InputError(
+            f"{p}: the file is too large ({_size_text(size)}; the limit is "
+            f"{_size_text(max_bytes)})",
+            fix=f"give the {what} alone, not a larger dump",
+        )
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{p}: cannot be read ({exc.strerror})", fix="check the file") from None
+    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
+        raise InputError(
+            f"{p}: is a binary file, not text", fix=f"give the {what} as text (not compressed)"
+        )
+    text = data.decode("utf-8", errors="replace")
+    if text.count("\ufffd") > max(16, len(text) // 100):
+        raise InputError(
+            f"{p}: is not UTF-8 text",
+            fix=f"give the {what} as UTF-8 text (e.g. `iconv -t utf-8`)",
+        )
+    return text

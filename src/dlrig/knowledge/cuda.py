@@ -1,0 +1,185 @@
+"""CUDA releases: the driver each needs, and the GPU architectures each supports."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from dlrig.knowledge.tables import rows
+from dlrig.knowledge.versions import Version
+
+
+@dataclass(frozen=True)
+class DriverMinimum:
+    cuda_version: Version  # x.y.z
+    release_label: str
+    min_driver_linux: Version | None
+    min_driver_windows: Version | None
+    source: str
+
+
+@dataclass(frozen=True)
+class MinorCompat:
+    cuda_major: int
+    min_driver_linux: Version
+    min_driver_windows: Version | None
+    source: str
+
+
+@dataclass(frozen=True)
+class ArchEvent:
+    cuda_version: Version
+    compute_capability: str
+    event: str  # added | deprecated | removed
+    notes: str
+    source: str
+
+
+@functools.cache
+def driver_minimums() -> tuple[DriverMinimum, ...]:
+    result = []
+    for row in rows("cuda_driver_minimum"):
+        version = Version.parse(row["cuda_version"])
+        if version is None:
+            continue
+        result.append(
+            DriverMinimum(
+                cuda_version=version,
+                release_label=row["release_label"],
+                min_driver_linux=Version.parse(row["min_driver_linux"]),
+                min_driver_windows=Version.parse(row["min_driver_windows"]),
+                source=row["source"],
+            )
+        )
+    return tuple(sorted(result, key=lambda r: r.cuda_version))
+
+
+@functools.cache
+def minor_compat() -> dict[int, MinorCompat]:
+    result = {}
+    for row in rows("cuda_minor_compat"):
+        floor = Version.parse(row["min_driver_linux"])
+        if floor is None:
+            continue
+        major = int(row["cuda_major"].split(".")[0].rstrip("x"))
+        result[major] = MinorCompat(
+            cuda_major=major,
+            min_driver_linux=floor,
+            min_driver_windows=Version.parse(row["min_driver_windows"]),
+            source=row["source"],
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class DriverRequirement:
+    """What a CUDA x.y build needs from the Linux driver."""
+
+    cuda: str
+    full_support: Version  # minimum driver of the x.y GA release (everything works)
+    full_support_source: str
+    minor_compat_floor: Version | None  # below full_support, MVC may still run it
+    minor_compat_source: str | None
+
+
+def driver_requirement(cuda: str, windows: bool = False) -> DriverRequirement | None:
+    """The driver a build for CUDA `cuda` ("12.4" or "12.4.1") needs; None if the table lacks it.
+
+    Windows drivers have their own numbering (e.g. 551.61 vs Linux 550.54.14).
+    """
+    wanted = Version.parse(cuda)
+    if wanted is None:
+        return None
+    minor = wanted.truncated(2)
+
+    def minimum(row: DriverMinimum) -> Version | None:
+        return row.min_driver_windows if windows else row.min_driver_linux
+
+    same_minor = [
+        r for r in driver_minimums() if r.cuda_version.truncated(2) == minor and minimum(r)
+    ]
+    if not same_minor:
+        return None
+    # The x.y.0 release sets the floor for anything built against x.y (wheels name x.y only).
+    ga = min(same_minor, key=lambda r: r.cuda_version)
+    full = minimum(ga)
+    assert full is not None
+    compat = minor_compat().get(wanted.major)
+    floor = None
+    if compat is not None:
+        floor = compat.min_driver_windows if windows else compat.min_driver_linux
+    return DriverRequirement(
+        cuda=str(minor),
+        full_support=full,
+        full_support_source=ga.source,
+        minor_compat_floor=floor,
+        minor_compat_source=compat.source if compat else None,
+    )
+
+
+def max_cuda_for_driver(driver: str) -> str | None:
+    """The newest CUDA x.y whose GA minimum this Linux driver meets (from the table)."""
+    version = Version.parse(driver)
+    if version is None:
+        return None
+    best = None
+    for row in driver_minimums():
+        if row.min_driver_linux is None or row.cuda_version.parts[2:3] not in ((0,), ()):
+            continue
+        if version >= row.min_driver_linux:
+            best = row.cuda_version.truncated(2)
+    return str(best) if best else None
+
+
+@functools.cache
+def arch_events() -> tuple[ArchEvent, ...]:
+    result = []
+    for row in rows("cuda_arch_support"):
+        version = Version.parse(row["cuda_version"])
+        if version is None:
+            continue
+        result.append(
+            ArchEvent(
+                cuda_version=version,
+                compute_capability=row["sm"],
+                event=row["event"],
+                notes=row["notes"],
+                source=row["source"],
+            )
+        )
+    return tuple(result)
+
+
+def arch_status(cuda: str, compute_capability: str) -> ArchEvent | None:
+    """The latest event at or before CUDA `cuda` for this architecture (removed/deprecated/added)."""
+    wanted = Version.parse(cuda)
+    if wanted is None:
+        return None
+    relevant = [
+        e
+        for e in arch_events()
+        if e.compute_capability == compute_capability and e.cuda_version <= wanted.padded(3)
+    ]
+    return max(relevant, key=lambda e: e.cuda_version) if relevant else None
+
+
+def first_cuda_for(compute_capability: str) -> Version | None:
+    """The first CUDA release that can target this architecture, where the table records it.
+
+    PTX only helps a newer GPU when the CUDA runtime it ships with knows that GPU: a CUDA 12.4
+    build cannot run on sm_120 even with compute_90 PTX.
+    """
+    added = [
+        e.cuda_version
+        for e in arch_events()
+        if e.compute_capability == compute_capability and e.event == "added"
+    ]
+    return min(added) if added else None
+
+
+def variant_cuda(variant: str) -> Version | None:
+    """ "cu124" -> 12.4, "cu92" -> 9.2; None for other names."""
+    digits = variant.removeprefix("cu")
+    if not variant.startswith("cu") or not digits.isdigit() or len(digits) < 2:
+        return None
+    return Version((int(digits[:-1]), int(digits[-1])))

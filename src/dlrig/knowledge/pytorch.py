@@ -1,0 +1,176 @@
+"""PyTorch releases: their CUDA wheel variants, compiled architectures, and companions."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from dlrig.knowledge.cuda import first_cuda_for, variant_cuda
+from dlrig.knowledge.tables import rows
+from dlrig.knowledge.versions import Version, minor_of
+
+
+@dataclass(frozen=True)
+class ArchList:
+    torch_version: str  # "2.5"
+    cuda_variant: str  # "cu124"
+    compute_capabilities: tuple[str, ...]  # ("5.0", "6.0", ...)
+    ptx: str | None  # PTX shipped for this capability, or None
+    platform: str
+    confidence: str
+    source: str
+
+    def supports(self, compute_capability: str) -> bool:
+        """Whether a GPU of this capability can run the build's kernels.
+
+        Cubins run on GPUs of the same major version with an equal or higher minor (8.0 code
+        runs on 8.6); PTX is JIT-compiled for any newer GPU.
+        """
+        wanted = Version.parse(compute_capability)
+        if wanted is None:
+            return False
+        for capability in self.compute_capabilities:
+            have = Version.parse(capability)
+            if have is not None and have.major == wanted.major and have.minor <= wanted.minor:
+                return True
+        if self.ptx:
+            ptx = Version.parse(self.ptx)
+            if ptx is None or wanted < ptx:
+                return False
+            needed = first_cuda_for(f"{wanted.major}.{wanted.minor}")
+            built = variant_cuda(self.cuda_variant)
+            return needed is None or built is None or built >= needed
+        return False
+
+
+def _expand(raw: str) -> list[str]:
+    """ "2.12-2.14" -> ["2.12", "2.13", "2.14"]; "2.5" -> ["2.5"]."""
+    if "-" not in raw:
+        return [raw]
+    start, end = raw.split("-", 1)
+    first, last = Version.parse(start), Version.parse(end)
+    if first is None or last is None or first.major != last.major:
+        return [raw]
+    return [f"{first.major}.{minor}" for minor in range(first.minor, last.minor + 1)]
+
+
+@functools.cache
+def arch_lists() -> tuple[ArchList, ...]:
+    result = []
+    for row in rows("pytorch_arch_lists"):
+        for torch_version in _expand(row["torch_version"]):
+            result.append(
+                ArchList(
+                    torch_version=torch_version,
+                    cuda_variant=row["cuda_variant"],
+                    compute_capabilities=tuple(c for c in row["arch_list"].split(";") if c),
+                    ptx=row["ptx_arch"] or None,
+                    platform=row["platform"],
+                    confidence=row["confidence"],
+                    source=row["source"],
+                )
+            )
+    return tuple(result)
+
+
+def arch_list(
+    torch_version: str, cuda_variant: str, platform: str = "linux-x86_64"
+) -> ArchList | None:
+    minor = minor_of(torch_version)
+    for entry in arch_lists():
+        if (
+            entry.torch_version == minor
+            and entry.cuda_variant == cuda_variant
+            and entry.platform == platform
+        ):
+            return entry
+    return None
+
+
+def variants_supporting(compute_capability: str, platform: str = "linux-x86_64") -> list[ArchList]:
+    """Every (release, variant) whose wheels run on this GPU, newest release first."""
+    matching = [
+        e for e in arch_lists() if e.platform == platform and e.supports(compute_capability)
+    ]
+    return sorted(
+        matching,
+        key=lambda e: (Version.parse(e.torch_version) or Version((0,)), e.cuda_variant),
+        reverse=True,
+    )
+
+
+@dataclass(frozen=True)
+class CudaVariant:
+    torch_version: str
+    cuda_variant: str
+    cuda_version: str
+    status: str
+    source: str
+
+
+@functools.cache
+def cuda_variants() -> tuple[CudaVariant, ...]:
+    return tuple(
+        CudaVariant(
+            torch_version=row["torch_version"],
+            cuda_variant=row["cuda_variant"],
+            cuda_version=row["cuda_version"],
+            status=row["status"],
+            source=row["source"],
+        )
+        for row in rows("pytorch_cuda_variants")
+    )
+
+
+def variant_for_cuda(torch_version: str, cuda: str) -> str | None:
+    """The wheel variant name ("cu121") of a torch release built for CUDA `cuda` ("12.1")."""
+    minor = minor_of(torch_version)
+    wanted = Version.parse(cuda)
+    if wanted is None:
+        return None
+    for variant in cuda_variants():
+        have = Version.parse(variant.cuda_version)
+        if (
+            variant.torch_version == minor
+            and have is not None
+            and have.truncated(2) == wanted.truncated(2)
+        ):
+            return variant.cuda_variant
+    return f"cu{wanted.major}{wanted.minor}"
+
+
+@dataclass(frozen=True)
+class Companions:
+    torch_version: str
+    torchvision_version: str | None
+    torchaudio_version: str | None
+    source: str
+
+
+@functools.cache
+def companions() -> dict[str, Companions]:
+    return {
+        row["torch_version"]: Companions(
+            torch_version=row["torch_version"],
+            torchvision_version=row["torchvision_version"] or None,
+            torchaudio_version=row["torchaudio_version"] or None,
+            source=row["source"],
+        )
+        for row in rows("torch_companions")
+    }
+
+
+def torch_for_torchvision(torchvision_version: str) -> str | None:
+    minor = minor_of(torchvision_version)
+    for entry in companions().values():
+        if entry.torchvision_version == minor:
+            return entry.torch_version
+    return None
+
+
+def torch_for_torchaudio(torchaudio_version: str) -> str | None:
+    minor = minor_of(torchaudio_version)
+    for entry in companions().values():
+        if entry.torchaudio_version == minor:
+            return entry.torch_version
+    return None

@@ -1,0 +1,76 @@
+"""Comparable versions for drivers, CUDA releases and Python packages.
+
+Driver versions are dotted integers ("535.104.05"), CUDA "12.4" or "12.4.131", torch
+"2.5.1+cu124" (the local part after '+' names the build variant, not the release).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LEADING_NUMBERS = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
+
+
+@dataclass(frozen=True, order=True)
+class Version:
+    parts: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, text: str | None) -> Version | None:
+        """The leading dotted-number part of `text`; None when there is none."""
+        if not text:
+            return None
+        match = _LEADING_NUMBERS.match(text)
+        if not match:
+            return None
+        return cls(tuple(int(part) for part in match.group(1).split(".")))
+
+    def truncated(self, length: int) -> Version:
+        return Version(self.parts[:length])
+
+    def padded(self, length: int) -> Version:
+        return Version(self.parts + (0,) * max(0, length - len(self.parts)))
+
+    @property
+    def major(self) -> int:
+        return self.parts[0]
+
+    @property
+    def minor(self) -> int:
+        return self.parts[1] if len(self.parts) > 1 else 0
+
+    def __str__(self) -> str:
+        return ".".join(str(part) for part in self.parts)
+
+
+def compare(a: str, b: str) -> int:
+    """-1, 0 or 1 comparing the numeric parts, shorter versions padded with zeros."""
+    va, vb = Version.parse(a), Version.parse(b)
+    if va is None or vb is None:
+        raise ValueError(f"cannot compare versions {a!r} and {b!r}")
+    length = max(len(va.parts), len(vb.parts))
+    pa, pb = va.padded(length), vb.padded(length)
+    return (pa > pb) - (pa < pb)
+
+
+def local_variant(version: str | None) -> str | None:
+    """The local part of a PEP 440 version: "2.5.1+cu124" -> "cu124"."""
+    if not version or "+" not in version:
+        return None
+    return version.split("+", 1)[1].strip() or None
+
+
+def release(version: str | None) -> str | None:
+    """The public release without the local part: "2.5.1+cu124" -> "2.5.1"."""
+    if not version:
+        return None
+    return version.split("+", 1)[0].strip() or None
+
+
+def minor_of(version: str | None) -> str | None:
+    """ "2.5.1+cu124" -> "2.5"."""
+    parsed = Version.parse(release(version))
+    if parsed is None:
+        return None
+    return f"{parsed.major}.{parsed.minor}"

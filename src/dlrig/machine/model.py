@@ -1,0 +1,460 @@
+"""The machine snapshot: one frozen, JSON round-trippable description of a machine.
+
+Every section is optional. `None` means "not known": the probe could not run (the reason is in
+`Machine.probe_issues`) or the recorded evidence the snapshot came from does not contain it (an
+`nvidia-smi -q -x` file says nothing about /dev/shm). Checks treat None as "skip", never as a
+failure. Units are in the field names; human formatting happens only in renderers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, Union
+
+SCHEMA_VERSION = 1
+SCHEMA_NAME = "dlrig.machine"
+
+
+@dataclass(frozen=True)
+class ProbeIssue:
+    """A probe that could not run or an input that lacks a section, and why."""
+
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where the snapshot came from."""
+
+    kind: str  # live | snapshot | nvidia-smi-xml | nvidia-smi-capture | collect-env | kernel-log
+    path: str | None = None
+    collected_at: str | None = None  # ISO 8601 UTC
+    hostname: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class OsInfo:
+    name: str | None = None  # PRETTY_NAME of /etc/os-release
+    kernel_release: str | None = None
+    glibc_version: str | None = None
+    architecture: str | None = None
+    python_version: str | None = None
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    model: str | None = None
+    sockets: int | None = None
+    cores: int | None = None  # physical cores, all sockets
+    threads: int | None = None  # logical CPUs
+    l3_cache_bytes: int | None = None  # per socket
+    numa_nodes: int | None = None
+    governor: str | None = None  # cpufreq scaling governor of cpu0
+    deepest_enabled_cstate: str | None = None  # e.g. "C6"; None where cpuidle is not visible
+    deepest_enabled_cstate_exit_latency_us: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    total_bytes: int | None = None
+    available_bytes: int | None = None
+    swap_total_bytes: int | None = None
+    ecc_visible: bool | None = None  # EDAC memory controllers are registered
+    ecc_corrected_errors: int | None = None
+    ecc_uncorrected_errors: int | None = None
+
+
+@dataclass(frozen=True)
+class SharedMemory:
+    path: str = "/dev/shm"
+    total_bytes: int | None = None
+    free_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Mount:
+    mountpoint: str
+    device: str
+    fstype: str
+    media: str  # nvme | ssd | hdd | virtual | network | memory | unknown
+    total_bytes: int | None = None
+    free_bytes: int | None = None
+    rotational: bool | None = None
+
+
+@dataclass(frozen=True)
+class NetInterface:
+    name: str
+    kind: str  # ethernet | infiniband | loopback | bridge | virtual | other
+    operstate: str | None = None  # up | down | unknown
+    speed_mbps: int | None = None
+    ipv4: tuple[str, ...] = ()
+    rdma_device: str | None = None  # mlx5_0 when the port is an RDMA device
+    rdma_link_layer: str | None = None  # InfiniBand | Ethernet (RoCE)
+
+
+@dataclass(frozen=True)
+class Firewall:
+    active: bool | None = None
+    tool: str | None = None  # ufw | firewalld | nftables | iptables
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class Containers:
+    in_container: bool | None = None
+    container_kind: str | None = None  # docker | podman | kubernetes | lxc | other
+    docker_installed: bool | None = None
+    docker_is_snap: bool | None = None
+    nvidia_container_toolkit: bool | None = None  # nvidia-ctk / nvidia-container-cli present
+    docker_nvidia_runtime_configured: bool | None = None  # "nvidia" runtime in daemon.json
+
+
+@dataclass(frozen=True)
+class Driver:
+    version: str | None = None  # user-space driver (NVML) version, "535.54.03"
+    cuda_version: str | None = None  # newest CUDA the driver supports, "12.2"
+    kernel_module_version: str | None = None  # /proc/driver/nvidia/version
+    nvml_error: str | None = None  # NVML initialisation failure text, verbatim
+    nvidia_pci_devices: int | None = None  # NVIDIA display/3D controllers on the PCI bus
+    nvidia_pci_devices_with_driver: int | None = None  # of those, bound to the nvidia driver
+    kernel_module_loaded: bool | None = None
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    gen_current: int | None = None
+    gen_max: int | None = None  # the link's max: min(GPU max, host max) when both are known
+    width_current: int | None = None
+    width_max: int | None = None
+
+
+@dataclass(frozen=True)
+class EccCounts:
+    volatile_corrected: int | None = None
+    volatile_uncorrected: int | None = None
+    aggregate_corrected: int | None = None
+    aggregate_uncorrected: int | None = None
+
+
+@dataclass(frozen=True)
+class RetiredPages:
+    single_bit: int | None = None
+    double_bit: int | None = None
+    pending: bool | None = None
+
+
+@dataclass(frozen=True)
+class RemappedRows:
+    correctable: int | None = None
+    uncorrectable: int | None = None
+    pending: bool | None = None
+    failure: bool | None = None
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    index: int
+    profile: str | None = None  # "3g.40gb"
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    sm_count: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    name: str | None = None
+    kind: str | None = None  # C | G | C+G
+    used_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    uuid: str | None = None
+    pci_bus_id: str | None = None  # "00000000:83:00.0"
+    catalogue_id: str | None = None  # resolved from the GPU catalogue where known
+    serial: str | None = None
+    vbios_version: str | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    compute_capability: str | None = None  # "9.0"
+    pcie: PcieLink = field(default_factory=PcieLink)
+    persistence_mode: bool | None = None
+    performance_state: str | None = None  # "P0"
+    power_draw_watts: float | None = None
+    power_limit_watts: float | None = None
+    power_default_limit_watts: float | None = None
+    temperature_c: float | None = None
+    temperature_slowdown_c: float | None = None
+    clocks_event_reasons: tuple[str, ...] | None = None  # active reasons, snake_case names
+    ecc_mode_enabled: bool | None = None
+    ecc_mode_pending: bool | None = None
+    ecc_errors: EccCounts = field(default_factory=EccCounts)
+    retired_pages: RetiredPages = field(default_factory=RetiredPages)
+    remapped_rows: RemappedRows = field(default_factory=RemappedRows)
+    mig_mode_enabled: bool | None = None
+    mig_devices: tuple[MigDevice, ...] = ()
+    utilization_gpu_percent: float | None = None
+    utilization_memory_percent: float | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    processes: tuple[GpuProcess, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Topology:
+    """`nvidia-smi topo -m`: labels and the connection matrix (X, NV12, PIX, SYS, ...)."""
+
+    labels: tuple[str, ...] = ()
+    matrix: tuple[tuple[str, ...], ...] = ()
+    nvlink_active_links: tuple[int, ...] | None = None  # per GPU index
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    nvcc_path: str | None = None
+    nvcc_version: str | None = None  # "12.4.131"
+    cuda_home: str | None = None
+
+
+@dataclass(frozen=True)
+class LibraryFile:
+    path: str
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class Nccl:
+    system_libraries: tuple[LibraryFile, ...] = ()
+    conf_files: tuple[str, ...] = ()  # which nccl.conf files exist
+    conf: tuple[tuple[str, str], ...] = ()  # settings from those files, in order
+    env: tuple[tuple[str, str], ...] = ()  # NCCL_* from the environment
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    version: str
+    build: str | None = None  # cuda | rocm | cpu; None = unknown
+    cuda_version: str | None = None  # torch.version.cuda; None for CPU and ROCm builds
+    hip_version: str | None = None
+    cudnn_version: str | None = None
+    nccl_version: str | None = None
+    arch_list: tuple[str, ...] | None = None  # ("sm_80", "sm_90", "compute_90"); None = unknown
+    cuda_available: bool | None = None  # None = not tested (doctor never initialises CUDA)
+    location: str | None = None
+    installer: str | None = None  # pip | conda | system | unknown
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    name: str
+    version: str
+    location: str | None = None
+    installer: str | None = None
+    build: str | None = None  # framework-specific build flavour, e.g. "cuda-12.3" for TensorFlow
+
+
+@dataclass(frozen=True)
+class DuplicateInstall:
+    name: str
+    versions: tuple[str, ...]
+    locations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Frameworks:
+    python_executable: str | None = None
+    python_version: str | None = None
+    torch: TorchInfo | None = None
+    torchvision: PackageInfo | None = None
+    torchaudio: PackageInfo | None = None
+    tensorflow: PackageInfo | None = None
+    jax: PackageInfo | None = None
+    jaxlib: PackageInfo | None = None
+    jax_cuda_plugin: PackageInfo | None = None
+    duplicates: tuple[DuplicateInstall, ...] = ()
+    packages: tuple[tuple[str, str], ...] = ()  # other relevant (name, version) pairs
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    code: int
+    pci_bus_id: str | None = None
+    message: str | None = None
+    timestamp: str | None = None
+    process_name: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class KernelLog:
+    xid_events: tuple[XidEvent, ...] = ()
+    source: str | None = None  # dmesg | journalctl | file
+
+
+@dataclass(frozen=True)
+class Limits:
+    open_files_soft: int | None = None
+    open_files_hard: int | None = None
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A machine at one moment: what the checks, estimators and reports stand on."""
+
+    origin: Origin
+    os: OsInfo | None = None
+    cpu: CpuInfo | None = None
+    memory: MemoryInfo | None = None
+    shm: SharedMemory | None = None
+    mounts: tuple[Mount, ...] | None = None
+    network: tuple[NetInterface, ...] | None = None
+    firewall: Firewall | None = None
+    containers: Containers | None = None
+    driver: Driver | None = None
+    gpus: tuple[Gpu, ...] | None = None
+    topology: Topology | None = None
+    cuda_toolkit: CudaToolkit | None = None
+    cudnn_system_libraries: tuple[LibraryFile, ...] | None = None
+    nccl: Nccl | None = None
+    frameworks: Frameworks | None = None
+    kernel_log: KernelLog | None = None
+    limits: Limits | None = None
+    env: tuple[tuple[str, str], ...] | None = None  # relevant variables, secrets filtered
+    probe_issues: tuple[ProbeIssue, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def env_value(self, name: str) -> str | None:
+        """The value of an environment variable recorded in the snapshot, if any."""
+        for key, value in self.env or ():
+            if key == name:
+                return value
+        return None
+
+    def issue_for(self, source: str) -> str | None:
+        """Why a section is missing, if a probe recorded it."""
+        for issue in self.probe_issues:
+            if issue.source == source:
+                return issue.reason
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        document = {"schema": SCHEMA_NAME}
+        document.update(_to_plain(self))
+        return document
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Machine:
+        """Rebuild a snapshot; raises ValueError naming the first field that does not fit."""
+        if document.get("schema") != SCHEMA_NAME:
+            raise ValueError(f"not a dlrig machine snapshot (schema is {document.get('schema')!r})")
+        version = document.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"snapshot schema_version {version!r} is not supported (this dlrig reads "
+                f"{SCHEMA_VERSION})"
+            )
+        body = {key: value for key, value in document.items() if key != "schema"}
+        machine: Machine = _from_plain(cls, body, "machine")
+        return machine
+
+    @classmethod
+    def from_json(cls, text: str) -> Machine:
+        return cls.from_dict(json.loads(text))
+
+
+# --- generic (de)serialisation of the frozen dataclasses above -------------------------------
+
+T = TypeVar("T")
+
+
+def _to_plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple):
+        return [_to_plain(item) for item in value]
+    return value
+
+
+_HINTS_CACHE: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS_CACHE:
+        _HINTS_CACHE[cls] = typing.get_type_hints(cls)
+    return _HINTS_CACHE[cls]
+
+
+def _from_plain(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise ValueError(f"{where}: null is not allowed")
+        non_none = [arg for arg in args if arg is not type(None)]
+        errors = []
+        for arg in non_none:
+            try:
+                return _from_plain(arg, value, where)
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise ValueError(errors[0])
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(
+                _from_plain(args[0], item, f"{where}[{i}]") for i, item in enumerate(value)
+            )
+        if len(args) != len(value):
+            raise ValueError(f"{where}: expected {len(args)} items, got {len(value)}")
+        return tuple(
+            _from_plain(a, v, f"{where}[{i}]")
+            for i, (a, v) in enumerate(zip(args, value, strict=True))
+        )
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
+        hints = _hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"{where}: unknown field {unknown[0]!r}")
+        kwargs = {
+            name: _from_plain(hints[name], item, f"{where}.{name}") for name, item in value.items()
+        }
+        try:
+            return tp(**kwargs)
+        except TypeError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    if tp is Any:
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp in (int, str, bool):
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            raise ValueError(f"{where}: expected {tp.__name__}, got {value!r}")
+        return value
+    raise ValueError(f"{where}: unsupported type {tp!r}")
+
+
+def replace(obj: T, **changes: Any) -> T:
+    """dataclasses.replace with a type the checker follows."""
+    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]

@@ -1,0 +1,89 @@
+"""The one gate to NVML (NVIDIA's management library, through `nvidia-ml-py`).
+
+Every NVML call in dlrig goes through `NvmlSession.get`, which turns NVML's "not supported",
+"no permission" and "GPU is lost" errors into None: a GeForce card without ECC, or a MIG GPU
+without utilisation counters, is data, not a crash. NVML never initialises a CUDA context, so
+probing through it is safe on a busy training box.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+class NvmlUnavailable(Exception):
+    """NVML cannot be used here; the message says why (no library, no driver, mismatch)."""
+
+
+def _module() -> Any:
+    try:
+        import pynvml
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise NvmlUnavailable("the Python package nvidia-ml-py is not installed") from exc
+    return pynvml
+
+
+class NvmlSession:
+    """An initialised NVML; use `open_session()` to get one."""
+
+    def __init__(self, module: Any) -> None:
+        self.nvml = module
+        self.errors: list[str] = []
+
+    def get(self, function: str, *args: Any) -> Any:
+        """nvml.<function>(*args), or None when NVML says it cannot answer."""
+        fn: Callable[..., Any] | None = getattr(self.nvml, function, None)
+        if fn is None:
+            return None
+        try:
+            value = fn(*args)
+        except self.nvml.NVMLError as exc:
+            if not isinstance(exc, self.nvml.NVMLError_NotSupported):
+                self.errors.append(f"{function}: {exc}")
+            return None
+        if isinstance(value, bytes):
+            return value.decode("utf-8", errors="replace")
+        return value
+
+    def first(self, functions: tuple[str, ...], *args: Any) -> Any:
+        """The first of several equivalent calls that answers (APIs renamed across drivers)."""
+        for function in functions:
+            value = self.get(function, *args)
+            if value is not None:
+                return value
+        return None
+
+
+@contextlib.contextmanager
+def open_session() -> Iterator[NvmlSession]:
+    """Initialise NVML for the duration of the block; NvmlUnavailable says why it cannot."""
+    nvml = _module()
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        raise NvmlUnavailable(str(exc)) from exc
+    try:
+        yield NvmlSession(nvml)
+    finally:
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
+
+
+# Bits of nvmlDeviceGetCurrentClocksEventReasons, named as nvidia-smi's XML names them.
+CLOCK_EVENT_BITS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clocks_setting"),
+)
+
+
+def clock_event_names(mask: int) -> tuple[str, ...]:
+    return tuple(name for bit, name in CLOCK_EVENT_BITS if mask & bit)

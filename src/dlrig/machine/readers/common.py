@@ -1,0 +1,46 @@
+"""Pieces shared by the readers of recorded evidence."""
+
+from __future__ import annotations
+
+from dlrig.machine.model import ProbeIssue
+
+# Top-level sections of a Machine, in report order.
+SECTIONS: tuple[str, ...] = (
+    "os",
+    "cpu",
+    "memory",
+    "shm",
+    "mounts",
+    "network",
+    "firewall",
+    "containers",
+    "driver",
+    "gpus",
+    "topology",
+    "cuda_toolkit",
+    "cudnn_system_libraries",
+    "nccl",
+    "frameworks",
+    "kernel_log",
+    "limits",
+    "env",
+)
+
+
+def recorded_only_issues(input_kind: str, present: tuple[str, ...]) -> tuple[ProbeIssue, ...]:
+    """One 'not in this input' note for every section a recorded input does not carry."""
+    return tuple(
+        ProbeIssue(section, f"not recorded in this {input_kind} input")
+        for section in SECTIONS
+        if section not in present
+    )
+
+
+def catalogue_id_for(name: str | None) -> str | None:
+    """The GPU catalogue id for a device name, or None when the catalogue does not know it."""
+    if not name:
+        return None
+    from dlrig.knowledge import gpus
+
+    spec = gpus.catalogue().resolve(name)
+    return spec.id if spec else None

@@ -1,0 +1,275 @@
+"""`nvidia-smi -q -x` XML -> Machine (GPU and driver sections only).
+
+Element names changed over driver releases (DTD v11 -> v12 -> v13): `clocks_throttle_reasons`
+became `clocks_event_reasons`, `power_readings` became `gpu_power_readings`, ECC counters went
+from single/double bit to sram/dram, `remapped_rows` grew from "N/A" to a structure. This reader
+accepts all of them and maps missing or N/A values to None.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from dlrig.machine.model import (
+    Driver,
+    EccCounts,
+    Gpu,
+    GpuProcess,
+    Machine,
+    MigDevice,
+    Origin,
+    PcieLink,
+    ProbeIssue,
+    RemappedRows,
+    RetiredPages,
+)
+from dlrig.machine.readers import values
+from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
+
+
+def _find(node: ET.Element | None, path: str) -> str | None:
+    if node is None:
+        return None
+    found = node.find(path)
+    if found is None or found.text is None:
+        return None
+    return found.text
+
+
+def _first(node: ET.Element, *paths: str) -> str | None:
+    for path in paths:
+        value = _find(node, path)
+        if values.text(value) is not None:
+            return value
+    return None
+
+
+def _sum_counts(node: ET.Element | None, names: tuple[str, ...]) -> int | None:
+    """Sum the counters that exist; None when none of them has a value."""
+    if node is None:
+        return None
+    total: int | None = None
+    for name in names:
+        count = values.integer(_find(node, name))
+        if count is not None:
+            total = (total or 0) + count
+    return total
+
+
+_CORRECTED = ("single_bit/total", "sram_correctable", "dram_correctable")
+_UNCORRECTED = (
+    "double_bit/total",
+    "sram_uncorrectable",
+    "sram_uncorrectable_parity",
+    "sram_uncorrectable_secded",
+    "dram_uncorrectable",
+)
+
+
+def _ecc(gpu: ET.Element) -> EccCounts:
+    errors = gpu.find("ecc_errors")
+    if errors is None:
+        return EccCounts()
+    volatile = errors.find("volatile")
+    aggregate = errors.find("aggregate")
+    return EccCounts(
+        volatile_corrected=_sum_counts(volatile, _CORRECTED),
+        volatile_uncorrected=_sum_counts(volatile, _UNCORRECTED),
+        aggregate_corrected=_sum_counts(aggregate, _CORRECTED),
+        aggregate_uncorrected=_sum_counts(aggregate, _UNCORRECTED),
+    )
+
+
+def _retired(gpu: ET.Element) -> RetiredPages:
+    node = gpu.find("retired_pages")
+    if node is None:
+        return RetiredPages()
+    pending = values.flag(_find(node, "pending_retirement"))
+    blacklist = values.flag(_find(node, "pending_blacklist"))
+    return RetiredPages(
+        single_bit=values.integer(_find(node, "multiple_single_bit_retirement/retired_count")),
+        double_bit=values.integer(_find(node, "double_bit_retirement/retired_count")),
+        pending=None if pending is None and blacklist is None else bool(pending or blacklist),
+    )
+
+
+def _remapped(gpu: ET.Element) -> RemappedRows:
+    node = gpu.find("remapped_rows")
+    if node is None or len(node) == 0:
+        return RemappedRows()
+    return RemappedRows(
+        correctable=values.integer(_find(node, "remapped_row_corr")),
+        uncorrectable=values.integer(_find(node, "remapped_row_unc")),
+        pending=values.flag(_find(node, "remapped_row_pending")),
+        failure=values.flag(_find(node, "remapped_row_failure")),
+    )
+
+
+def _clock_reasons(gpu: ET.Element) -> tuple[str, ...] | None:
+    node = gpu.find("clocks_event_reasons")
+    prefix = "clocks_event_reason_"
+    if node is None:
+        node = gpu.find("clocks_throttle_reasons")
+        prefix = "clocks_throttle_reason_"
+    if node is None:
+        return None
+    active = []
+    seen_any = False
+    for child in node:
+        state = values.flag(child.text)
+        if state is None:
+            continue
+        seen_any = True
+        if state:
+            active.append(child.tag.removeprefix(prefix))
+    return tuple(active) if seen_any else None
+
+
+def _pcie(gpu: ET.Element) -> PcieLink:
+    link = gpu.find("pci/pci_gpu_link_info")
+    if link is None:
+        return PcieLink()
+    gen_max = values.integer(_find(link, "pcie_gen/max_link_gen"))
+    host_max = values.integer(_find(link, "pcie_gen/max_host_link_gen"))
+    device_max = values.integer(_find(link, "pcie_gen/max_device_link_gen"))
+    # max_link_gen already folds in the host on new drivers; on older ones take the smaller of
+    # the two ends when both are reported, so a Gen4 card in a Gen3 slot is not "downgraded".
+    candidates = [g for g in (gen_max, host_max, device_max) if g is not None]
+    effective_max = min(candidates) if candidates else None
+    return PcieLink(
+        gen_current=values.integer(_find(link, "pcie_gen/current_link_gen")),
+        gen_max=effective_max,
+        width_current=values.link_width(_find(link, "link_widths/current_link_width")),
+        width_max=values.link_width(_find(link, "link_widths/max_link_width")),
+    )
+
+
+def _mig_devices(gpu: ET.Element) -> tuple[MigDevice, ...]:
+    devices: list[MigDevice] = []
+    for node in gpu.findall("mig_devices/mig_device"):
+        index = values.integer(_find(node, "index"))
+        devices.append(
+            MigDevice(
+                index=index if index is not None else len(devices),
+                memory_total_bytes=values.size_bytes(_find(node, "fb_memory_usage/total")),
+                memory_used_bytes=values.size_bytes(_find(node, "fb_memory_usage/used")),
+                sm_count=values.integer(
+                    _find(node, "device_attributes/shared/multiprocessor_count")
+                ),
+            )
+        )
+    return tuple(devices)
+
+
+def _processes(gpu: ET.Element) -> tuple[GpuProcess, ...] | None:
+    node = gpu.find("processes")
+    if node is None:
+        return None
+    found = []
+    for proc in node.findall("process_info"):
+        pid = values.integer(_find(proc, "pid"))
+        if pid is None:
+            continue
+        found.append(
+            GpuProcess(
+                pid=pid,
+                name=values.text(_find(proc, "process_name")),
+                kind=values.text(_find(proc, "type")),
+                used_memory_bytes=values.size_bytes(_find(proc, "used_memory")),
+            )
+        )
+    return tuple(found)
+
+
+def _gpu(index: int, node: ET.Element) -> Gpu:
+    name = values.text(_find(node, "product_name")) or "unknown NVIDIA GPU"
+    power = node.find("gpu_power_readings")
+    if power is None:
+        power = node.find("power_readings")
+    power_limit = None
+    default_limit = None
+    draw = None
+    if power is not None:
+        draw = values.number(
+            _first(power, "power_draw", "instant_power_draw", "average_power_draw")
+        )
+        power_limit = values.number(
+            _first(power, "current_power_limit", "enforced_power_limit", "power_limit")
+        )
+        default_limit = values.number(_find(power, "default_power_limit"))
+    return Gpu(
+        index=index,
+        name=name,
+        uuid=values.text(_find(node, "uuid")),
+        pci_bus_id=values.text(_find(node, "pci/pci_bus_id")) or node.get("id"),
+        catalogue_id=catalogue_id_for(name),
+        serial=values.text(_find(node, "serial")),
+        vbios_version=values.text(_find(node, "vbios_version")),
+        memory_total_bytes=values.size_bytes(_find(node, "fb_memory_usage/total")),
+        memory_used_bytes=values.size_bytes(_find(node, "fb_memory_usage/used")),
+        compute_capability=values.text(_find(node, "compute_cap")),
+        pcie=_pcie(node),
+        persistence_mode=values.flag(_find(node, "persistence_mode")),
+        performance_state=values.text(_find(node, "performance_state")),
+        power_draw_watts=draw,
+        power_limit_watts=power_limit,
+        power_default_limit_watts=default_limit,
+        temperature_c=values.number(_find(node, "temperature/gpu_temp")),
+        temperature_slowdown_c=values.number(_find(node, "temperature/gpu_temp_slow_threshold")),
+        clocks_event_reasons=_clock_reasons(node),
+        ecc_mode_enabled=values.flag(_find(node, "ecc_mode/current_ecc")),
+        ecc_mode_pending=values.flag(_find(node, "ecc_mode/pending_ecc")),
+        ecc_errors=_ecc(node),
+        retired_pages=_retired(node),
+        remapped_rows=_remapped(node),
+        mig_mode_enabled=values.flag(_find(node, "mig_mode/current_mig")),
+        mig_devices=_mig_devices(node),
+        utilization_gpu_percent=values.number(_find(node, "utilization/gpu_util")),
+        utilization_memory_percent=values.number(_find(node, "utilization/memory_util")),
+        sm_clock_mhz=values.integer(_find(node, "clocks/sm_clock")),
+        sm_clock_max_mhz=values.integer(_find(node, "max_clocks/sm_clock")),
+        processes=_processes(node),
+    )
+
+
+def parse_root(root: ET.Element) -> tuple[Driver, tuple[Gpu, ...], list[ProbeIssue]]:
+    """The driver and GPU facts of a parsed `nvidia_smi_log` element."""
+    issues: list[ProbeIssue] = []
+    gpus = tuple(_gpu(i, node) for i, node in enumerate(root.findall("gpu")))
+    attached = values.integer(_find(root, "attached_gpus"))
+    if attached is not None and attached != len(gpus):
+        issues.append(
+            ProbeIssue(
+                "gpus",
+                f"the document says {attached} GPUs are attached but describes {len(gpus)}",
+            )
+        )
+    driver = Driver(
+        version=values.text(_find(root, "driver_version")),
+        cuda_version=values.text(_find(root, "cuda_version")),
+        nvidia_pci_devices=attached if attached is not None else len(gpus),
+        kernel_module_loaded=True,
+    )
+    return driver, gpus, issues
+
+
+def read(text: str, path: str | None) -> Machine:
+    """Parse the XML text; raises ValueError with a short reason when it is not one."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise ValueError(f"the XML is not well-formed ({exc})") from None
+    if root.tag != "nvidia_smi_log":
+        raise ValueError(f"the XML root is <{root.tag}>, not <nvidia_smi_log>")
+    driver, gpus, issues = parse_root(root)
+    return Machine(
+        origin=Origin(
+            kind="nvidia-smi-xml",
+            path=path,
+            collected_at=values.text(_find(root, "timestamp")),
+            detail="nvidia-smi -q -x",
+        ),
+        driver=driver,
+        gpus=gpus,
+        probe_issues=tuple(issues) + recorded_only_issues("nvidia-smi -q -x", ("driver", "gpus")),
+    )

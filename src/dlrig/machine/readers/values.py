@@ -1,0 +1,99 @@
+"""Parsing of the scalar values nvidia-smi prints ("81920 MiB", "67.03 W", "[N/A]", "16x").
+
+nvidia-smi spells "no value" many ways across versions and output formats: "N/A", "[N/A]",
+"[Not Supported]", "Requested functionality has been deprecated", "Unknown Error". All of them
+mean "not available", which is data (None), never an error.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {
+    "b": 1,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+}
+
+_NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]*)\s*$")
+
+
+def text(raw: str | None) -> str | None:
+    """The value with N/A spellings mapped to None."""
+    if raw is None:
+        return None
+    value = raw.strip()
+    if not value:
+        return None
+    bare = value.strip("[]").strip().lower()
+    if bare in {"n/a", "not supported", "unknown error", "insufficient permissions", "-"}:
+        return None
+    if bare.startswith("requested functionality has been deprecated"):
+        return None
+    if bare.startswith("not supported") or bare.startswith("gpu requires reset"):
+        return None
+    return value
+
+
+def number(raw: str | None) -> float | None:
+    """A plain number with an optional unit suffix ("67.03 W", "27 C", "99 %")."""
+    value = text(raw)
+    if value is None:
+        return None
+    match = _NUMBER.match(value)
+    if not match:
+        return None
+    return float(match.group(1))
+
+
+def integer(raw: str | None) -> int | None:
+    value = text(raw)
+    if value is None:
+        return None
+    if value.lower().startswith("0x"):
+        try:
+            return int(value, 16)
+        except ValueError:
+            return None
+    parsed = number(value)
+    return None if parsed is None else int(parsed)
+
+
+def size_bytes(raw: str | None, default_unit: str = "mib") -> int | None:
+    """A memory size: "81920 MiB" -> bytes. Bare numbers use `default_unit`."""
+    value = text(raw)
+    if value is None:
+        return None
+    match = _NUMBER.match(value)
+    if not match:
+        return None
+    unit = (match.group(2) or default_unit).lower()
+    if unit not in _UNITS:
+        return None
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def link_width(raw: str | None) -> int | None:
+    """ "16x" or "x16" -> 16."""
+    value = text(raw)
+    if value is None:
+        return None
+    match = re.search(r"(\d+)", value)
+    return int(match.group(1)) if match else None
+
+
+def flag(raw: str | None) -> bool | None:
+    """Enabled/Disabled, Yes/No, Active/Not Active, On/Off -> bool."""
+    value = text(raw)
+    if value is None:
+        return None
+    lowered = value.lower()
+    if lowered in {"enabled", "yes", "active", "on", "true", "1"}:
+        return True
+    if lowered in {"disabled", "no", "not active", "off", "false", "0", "none"}:
+        return False
+    return None

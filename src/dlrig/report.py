@@ -1,0 +1,58 @@
+"""Findings shared by every command: one check result, one status vocabulary.
+
+`doctor` produces CheckResults; `diagnose` and `bench` speak the same cause vocabulary
+(`dlrig.causes`), so a report from one can be read next to another.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(enum.StrEnum):
+    OK = "ok"
+    INFO = "info"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+
+    @property
+    def rank(self) -> int:
+        """Sort key: the worst first."""
+        return {"fail": 0, "warn": 1, "info": 2, "ok": 3, "skip": 4}[self.value]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    id: str
+    area: str
+    status: Status
+    title: str
+    evidence: tuple[str, ...] = ()
+    fix: str | None = None
+    cause: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "area": self.area,
+            "status": self.status.value,
+            "title": self.title,
+            "evidence": list(self.evidence),
+            "fix": self.fix,
+            "cause": self.cause,
+        }
+
+
+@dataclass(frozen=True)
+class Summary:
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, results: tuple[CheckResult, ...] | list[CheckResult]) -> Summary:
+        counts = {status.value: 0 for status in Status}
+        for result in results:
+            counts[result.status.value] += 1
+        return cls(counts)

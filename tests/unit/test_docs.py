@@ -1,0 +1,67 @@
+"""Documentation stays true: README quick start, causes, and every check explained."""
+
+from __future__ import annotations
+
+import re
+
+from dlrig import causes, doctor
+from tests.conftest import ROOT
+
+
+def test_readme_quick_start_has_exactly_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("##", 1)[0]
+    block = re.search(r"```\n(.*?)```", quick, re.S).group(1)
+    assert block.split("\n")[:-1] == ["make run", "make test"]
+
+
+def test_readme_check_count_is_current():
+    readme = (ROOT / "README.md").read_text()
+    assert f"It runs {len(doctor.all_checks())} checks" in readme
+
+
+def test_ci_runs_make_test():
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_cause_vocabulary_is_complete():
+    expected = {
+        "cuda_oom",
+        "cpu_oom_killed",
+        "driver_too_old",
+        "no_nvidia_driver",
+        "driver_library_mismatch",
+        "cpu_only_torch",
+        "duplicate_torch_installs",
+        "missing_cuda_lib",
+        "no_kernel_image",
+        "version_mismatch_torch_torchvision",
+        "container_toolkit_missing",
+        "shm_too_small",
+        "dataloader_worker_killed",
+        "device_side_assert_label_range",
+        "illegal_memory_access",
+        "cudnn_status_error",
+        "fp16_overflow_nan",
+        "gpu_ecc_error",
+        "xid_error",
+        "gpu_fell_off_bus",
+        "nccl_timeout",
+        "nccl_wrong_socket_interface",
+        "collective_timeout_uneven_data",
+        "port_in_use",
+        "disk_full",
+        "too_many_open_files",
+    }
+    assert set(causes.CAUSES) == expected
+    for cause in causes.CAUSES.values():
+        assert cause.title and len(cause.explanation) > 80 and cause.default_fix
+
+
+def test_importing_dlrig_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import dlrig, dlrig.doctor, dlrig.machine.probe, sys; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

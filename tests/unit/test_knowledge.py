@@ -1,0 +1,114 @@
+"""The knowledge tables load, carry sources, and answer the questions checks ask."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlrig.knowledge import cuda, drivers, gpus, pytorch, tables, xid
+from dlrig.knowledge.versions import Version
+
+REQUIRED_IDS = [
+    "v100-sxm2-16gb",
+    "v100-pcie-16gb",
+    "a100-sxm4-40gb",
+    "a100-sxm4-80gb",
+    "a100-pcie-40gb",
+    "a100-pcie-80gb",
+    "h100-sxm5-80gb",
+    "h100-pcie-80gb",
+    "h200-sxm-141gb",
+    "a10",
+    "a30",
+    "l4",
+    "l40s",
+    "t4",
+    "rtx-3090",
+    "rtx-4090",
+    "rtx-5090",
+    "rtx-a6000",
+    "rtx-6000-ada",
+    "quadro-rtx-8000",
+    "mi250x",
+    "mi300x",
+    "gaudi2",
+]
+
+
+@pytest.mark.parametrize("name", sorted(tables.manifest()))
+def test_every_table_loads_with_source_and_date(name):
+    rows = tables.rows(name)
+    assert rows, name
+    for row in rows:
+        assert row["source"], (name, row)
+        assert row["as_of"], (name, row)
+
+
+def test_catalogue_has_required_ids_and_resolves_spellings():
+    catalogue = gpus.catalogue()
+    for gpu_id in REQUIRED_IDS:
+        assert catalogue.get(gpu_id) is not None, gpu_id
+    assert catalogue.resolve("NVIDIA A100-SXM4-80GB").id == "a100-sxm4-80gb"
+    assert catalogue.resolve("A100 80GB SXM4").id == "a100-sxm4-80gb"
+    assert catalogue.resolve("Tesla T4").id == "t4"
+    assert catalogue.resolve("NVIDIA H100 80GB HBM3 MIG 1g.10gb").id == "h100-sxm5-80gb"
+    assert catalogue.resolve("A100") is None  # ambiguous: never guessed
+    assert "a100-sxm4-80gb" in catalogue.suggestions("a100-80gb")
+
+
+def test_catalogue_values_are_dense_and_consistent():
+    for spec in gpus.catalogue().specs:
+        assert spec.id == spec.id.lower() and " " not in spec.id
+        if spec.bf16_tflops and spec.fp8_tflops:
+            assert spec.fp8_tflops >= spec.bf16_tflops, spec.id
+    h100 = gpus.catalogue().get("h100-sxm5-80gb")
+    assert h100.bf16_tflops == pytest.approx(989, rel=0.01)  # dense, not the 1979 sparse figure
+    assert gpus.catalogue().get("l40s").tdp_watts == 350  # the seed's 300 W was wrong
+
+
+def test_compute_capability_by_family():
+    assert gpus.compute_capability("NVIDIA GeForce GTX 1080 Ti")[0] == "6.1"
+    assert gpus.compute_capability("NVIDIA GeForce RTX 5070 Ti")[0] == "12.0"
+    assert gpus.compute_capability("GeForce GTX TITAN X")[0] == "5.2"
+    assert gpus.compute_capability("NVIDIA TITAN Xp")[0] == "6.1"
+    assert gpus.compute_capability("Tesla K80")[0] == "3.7"
+
+
+def test_driver_requirements_from_nvidia_table():
+    requirement = cuda.driver_requirement("12.4")
+    assert requirement.full_support == Version.parse("550.54.14")
+    assert requirement.minor_compat_floor == Version.parse("525.60.13")
+    assert cuda.driver_requirement("12.4", windows=True).full_support == Version.parse("551.61")
+    assert cuda.driver_requirement("11.8").full_support == Version.parse("520.61.05")
+    assert cuda.max_cuda_for_driver("535.54.03") == "12.2"
+
+
+def test_arch_support_events():
+    assert cuda.arch_status("13.0", "7.0").event == "removed"
+    assert cuda.arch_status("12.8", "7.0").event == "deprecated"
+    assert cuda.first_cuda_for("12.0") == Version.parse("12.8")
+
+
+def test_arch_lists_semantics():
+    cu124 = pytorch.arch_list("2.5.1", "cu124")
+    assert "9.0" in cu124.compute_capabilities
+    assert cu124.supports("8.6") and cu124.supports("8.9")  # 8.0/8.6 cubins run on 8.9
+    assert not cu124.supports("12.0")  # compute_90 PTX cannot help: CUDA 12.4 predates sm_120
+    assert pytorch.arch_list("2.8.0", "cu128").supports("12.0")
+    assert not pytorch.arch_list("2.11.0", "cu128").supports("6.1")  # Pascal dropped
+
+
+def test_companions():
+    assert pytorch.companions()["2.5"].torchvision_version == "0.20"
+    assert pytorch.torch_for_torchvision("0.15.2+cu118") == "2.0"
+
+
+def test_driver_branches():
+    assert drivers.lookup("535.54.03").designation == "LTSB"
+    assert drivers.lookup("580.65.06").end_of_life.year == 2028
+
+
+def test_xid_table():
+    assert xid.lookup(79).severity == "critical"
+    assert xid.lookup(13).severity == "info"
+    for code in (13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120):
+        assert xid.lookup(code) is not None, code
