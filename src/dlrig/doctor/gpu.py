@@ -680,3 +680,36 @@ def mixed_models(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
 
 def _gpu_names(gpus: tuple[Gpu, ...]) -> str:
     return ", ".join(sorted({g.name for g in gpus}))
+
+
+@check("gpu.nvlink", "gpu", "NVLink links are up on NVLink GPUs")
+def nvlink(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
+    """SXM GPUs talk to each other over NVLink (hundreds of GB/s); when links are down, NCCL
+    falls back to PCIe or host memory and collectives slow by an order of magnitude.
+    `nvidia-smi nvlink -s` shows '<inactive>' for such links; `nvidia-smi topo -m` shows PIX/SYS
+    instead of NV# between the GPUs."""
+    if not m.gpus or len(m.gpus) < 2:
+        return c.skip("fewer than two GPUs")
+    if m.topology is None or m.topology.nvlink_active_links is None:
+        return c.skip("NVLink state not in this snapshot")
+    from dlrig.knowledge import gpus as gpu_knowledge
+
+    expected = []
+    for gpu in m.gpus:
+        spec = gpu_knowledge.catalogue().resolve(gpu.name)
+        if spec is not None and spec.form_factor in {"sxm", "oam", "mezzanine"} and spec.nvlink_gbs:
+            expected.append(gpu)
+    links = m.topology.nvlink_active_links
+    down = [g for g in expected if g.index < len(links) and links[g.index] == 0]
+    if down:
+        return c.warn(
+            f"{len(down)} NVLink GPU(s) have no active NVLink",
+            *(f"{facts.gpu_label(g)}: 0 active links" for g in down),
+            "check: nvidia-smi nvlink -s ; nvidia-smi topo -m",
+            fix="Check that nvidia-fabricmanager runs on NVSwitch systems (`systemctl status "
+            "nvidia-fabricmanager`, same version as the driver); reset the GPUs or reboot; if a "
+            "link stays down, run `dcgmi diag -r 3` and contact the vendor.",
+            cause=None,
+        )
+    active = [f"GPU {i}: {n} active link(s)" for i, n in enumerate(links)]
+    return c.ok("NVLink links active", *active)
