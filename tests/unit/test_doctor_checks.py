@@ -311,3 +311,16 @@ def test_every_check_runs_on_an_empty_snapshot():
     assert all(r.status is Status.SKIP for r in report.checks), [
         (r.id, r.status) for r in report.checks if r.status is not Status.SKIP
     ]
+
+
+def test_nvlink_down_on_sxm_gpus():
+    from dlrig.machine.model import Topology
+
+    machine = readers.load(NVSMI / "h200-capture-idle-load.txt")  # 18 links of 26.562 GB/s
+    assert machine.topology.nvlink_active_links == (18,)
+    gpu = machine.gpus[0]
+    two = replace(machine, gpus=(gpu, replace(gpu, index=1)))
+    assert result(replace(two, topology=Topology(nvlink_active_links=(18, 18))), "gpu.nvlink").status is Status.OK
+    r = result(replace(two, topology=Topology(nvlink_active_links=(18, 0))), "gpu.nvlink")
+    assert r.status is Status.WARN
+    assert "GPU 1" in " ".join(r.evidence)
