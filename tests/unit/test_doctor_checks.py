@@ -320,7 +320,10 @@ def test_nvlink_down_on_sxm_gpus():
     assert machine.topology.nvlink_active_links == (18,)
     gpu = machine.gpus[0]
     two = replace(machine, gpus=(gpu, replace(gpu, index=1)))
-    assert result(replace(two, topology=Topology(nvlink_active_links=(18, 18))), "gpu.nvlink").status is Status.OK
+    assert (
+        result(replace(two, topology=Topology(nvlink_active_links=(18, 18))), "gpu.nvlink").status
+        is Status.OK
+    )
     r = result(replace(two, topology=Topology(nvlink_active_links=(18, 0))), "gpu.nvlink")
     assert r.status is Status.WARN
     assert "GPU 1" in " ".join(r.evidence)

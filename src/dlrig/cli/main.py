@@ -8,6 +8,7 @@ import sys
 import click
 
 from dlrig import __version__
+from dlrig.cli.diagnose import diagnose_command
 from dlrig.cli.doctor import doctor_command
 from dlrig.errors import DlrigError
 
@@ -19,12 +20,14 @@ def cli() -> None:
 
 
 cli.add_command(doctor_command)
+cli.add_command(diagnose_command)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: library errors become one clean line and an exit code, never a traceback."""
     try:
-        cli.main(args=argv, prog_name="dlrig", standalone_mode=False)
+        raw = list(argv) if argv is not None else sys.argv[1:]
+        cli.main(args=raw, prog_name="dlrig", standalone_mode=False, obj={"argv": raw})
     except click.exceptions.Abort:
         sys.stderr.write("dlrig: interrupted\n")
         sys.exit(130)

@@ -7,7 +7,7 @@ Driver versions are dotted integers ("535.104.05"), CUDA "12.4" or "12.4.131", t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _LEADING_NUMBERS = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
 
@@ -15,6 +15,8 @@ _LEADING_NUMBERS = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
 @dataclass(frozen=True, order=True)
 class Version:
     parts: tuple[int, ...]
+    # As written ("535.54.03": drivers zero-pad), for display; not part of comparisons.
+    text: str = field(default="", compare=False)
 
     @classmethod
     def parse(cls, text: str | None) -> Version | None:
@@ -24,10 +26,12 @@ class Version:
         match = _LEADING_NUMBERS.match(text)
         if not match:
             return None
-        return cls(tuple(int(part) for part in match.group(1).split(".")))
+        return cls(tuple(int(part) for part in match.group(1).split(".")), match.group(1))
 
     def truncated(self, length: int) -> Version:
-        return Version(self.parts[:length])
+        return Version(
+            self.parts[:length], ".".join(self.text.split(".")[:length]) if self.text else ""
+        )
 
     def padded(self, length: int) -> Version:
         return Version(self.parts + (0,) * max(0, length - len(self.parts)))
@@ -41,7 +45,7 @@ class Version:
         return self.parts[1] if len(self.parts) > 1 else 0
 
     def __str__(self) -> str:
-        return ".".join(str(part) for part in self.parts)
+        return self.text or ".".join(str(part) for part in self.parts)
 
 
 def compare(a: str, b: str) -> int:

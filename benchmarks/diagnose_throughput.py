@@ -1,0 +1,162 @@
+"""Throughput and peak memory of `dlrig diagnose` against `grep -c -E` on a realistic large log.
+
+Generates a training log (default 1 GB: progress bars with carriage returns, rank-prefixed
+lines, HF-Trainer dicts, NCCL INFO chatter, warnings, ANSI colours, and at the end one rank's
+CUDA OOM followed by the other ranks' NCCL watchdog timeouts), then times, in one run:
+
+- `dlrig diagnose --json FILE` (wall time, peak RSS of the process, the cause it names);
+- `grep -c -i -E -e P1 -e P2 ...` with the same signatures' patterns (translated to ERE).
+
+    python benchmarks/diagnose_throughput.py [--size-mb 1024] [--keep]
+
+Targets: dlrig throughput >= 0.3 x grep's; peak RSS < 150 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _block(rng: random.Random, step: int) -> str:
+    """About 64 KB of ordinary training output."""
+    lines = []
+    while sum(len(line) for line in lines) < 64 * 1024:
+        kind = rng.random()
+        step += 1
+        rank = rng.randrange(8)
+        if kind < 0.30:
+            bars = "".join(
+                f"\r{p:3d}%|{'█' * (p // 10):<10}| {step + p}/{100000} [12:{p:02d}<31:02, 2.{p:02d}it/s]"
+                for p in range(0, 100, 9)
+            )
+            lines.append(f"Epoch 3: {bars}")
+        elif kind < 0.55:
+            lines.append(
+                f"[rank{rank}]:{{'loss': {rng.uniform(0.5, 3):.4f}, 'grad_norm': {rng.uniform(0.1, 9):.4f}, "
+                f"'learning_rate': {rng.uniform(1e-5, 3e-4):.3e}, 'epoch': {step / 5000:.2f}}}"
+            )
+        elif kind < 0.75:
+            lines.append(
+                f"node-{rank // 4}:{4000 + rank}:{4100 + rank} [{rank}] NCCL INFO Channel {step % 32:02d}/0 : "
+                f"{rank}[{rank}] -> {(rank + 1) % 8}[{(rank + 1) % 8}] via P2P/IPC/read"
+            )
+        elif kind < 0.85:
+            lines.append(
+                f"\x1b[32m2024-06-0{rank + 1} 12:{step % 60:02d}:{rank:02d}\x1b[0m | \x1b[1mINFO    \x1b[0m | "
+                f"train:step:{step} - step={step} loss={rng.uniform(0.5, 3):.4f} tokens/s={rng.randint(9000, 12000)}"
+            )
+        elif kind < 0.95:
+            lines.append(
+                f"[rank{rank}]: {rng.choice(['eval', 'train'])} samples_per_second={rng.uniform(80, 120):.2f} "
+                f"gpu_mem_alloc={rng.uniform(20, 70):.1f}GB step_time={rng.uniform(0.2, 0.4):.3f}s"
+            )
+        else:
+            lines.append(
+                "/usr/lib/python3.11/site-packages/torch/utils/checkpoint.py:464: UserWarning: "
+                "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly."
+            )
+    return "\n".join(lines) + "\n"
+
+
+CRASH = """[rank3]: Traceback (most recent call last):
+[rank3]:   File "/workspace/train.py", line 211, in <module>
+[rank3]:     loss.backward()
+[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 3 has a total capacity of 79.15 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.11 GiB memory in use. Of the allocated memory 71.20 GiB is allocated by PyTorch, and 5.34 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.
+[rank0]:[E1107 03:14:15.123456789 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=88211, OpType=ALLREDUCE, NumelIn=26738688, NumelOut=26738688, Timeout(ms)=600000) ran for 600043 milliseconds before timing out.
+[rank1]:[E1107 03:14:15.223456789 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=88211, OpType=ALLREDUCE, NumelIn=26738688, NumelOut=26738688, Timeout(ms)=600000) ran for 600051 milliseconds before timing out.
+E1107 03:14:20.000000 12345 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 3 (pid: 4321) of binary: /usr/bin/python
+"""
+
+
+def generate(path: Path, size_mb: int) -> None:
+    rng = random.Random(7)
+    blocks = [_block(rng, i * 1000).encode() for i in range(16)]
+    target = size_mb * 1024 * 1024
+    written = 0
+    with path.open("wb") as out:
+        index = 0
+        while written < target - 4096:
+            block = blocks[index % len(blocks)]
+            out.write(block)
+            written += len(block)
+            index += 1
+        out.write(CRASH.encode())
+
+
+def ere(pattern: str) -> str:
+    """A Python regex of the signatures as a POSIX ERE grep accepts."""
+    text = re.sub(r"\(\?P<\w+>", "(", pattern)
+    text = text.replace("(?:", "(").replace("(?i)", "")
+    text = text.replace(r"\d", "[0-9]").replace(r"\s", "[[:space:]]").replace(r"\S", "[^[:space:]]")
+    return re.sub(r"([*+?}])\?", r"\1", text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--keep", action="store_true", help="keep the generated log")
+    parser.add_argument("--dir", default=tempfile.gettempdir())
+    args = parser.parse_args()
+    from dlrig.knowledge.signatures import load
+
+    signatures = load().signatures
+    patterns = [ere(p.pattern) for s in signatures for p in s.patterns]
+    log = Path(args.dir) / f"dlrig-bench-{args.size_mb}mb.log"
+    if not log.exists():
+        print(f"generating {args.size_mb} MB log at {log} ...", flush=True)
+        generate(log, args.size_mb)
+    size = log.stat().st_size
+    subprocess.run(
+        ["cat", str(log)], stdout=subprocess.DEVNULL, check=True
+    )  # page cache warm for both
+
+    grep = shutil.which("grep")
+    grep_args = [grep or "grep", "-c", "-i", "-E"]
+    for p in patterns:
+        grep_args += ["-e", p]
+    start = time.perf_counter()
+    done = subprocess.run([*grep_args, str(log)], capture_output=True, text=True, check=False)
+    grep_s = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        sys.exit(f"grep failed: {done.stderr[-500:]}")
+    grep_count = done.stdout.strip()
+
+    dlrig = shutil.which("dlrig", path=str(Path(sys.executable).parent)) or "dlrig"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    done = subprocess.run(
+        [dlrig, "diagnose", "--json", str(log)], capture_output=True, text=True, check=False
+    )
+    dlrig_s = time.perf_counter() - start
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if done.returncode not in (0, 3):
+        sys.exit(f"dlrig failed ({done.returncode}): {done.stderr[-500:]}")
+    document = json.loads(done.stdout)
+    root = document["causes"][0]["cause"] if document["causes"] else "none"
+
+    mb = size / 1e6
+    print(f"log: {mb:,.0f} MB, {len(patterns)} signature patterns")
+    print(
+        f"grep -c -i -E : {grep_s:6.2f} s  {mb / grep_s:7.1f} MB/s  (matching lines: {grep_count})"
+    )
+    print(f"dlrig diagnose: {dlrig_s:6.2f} s  {mb / dlrig_s:7.1f} MB/s  root cause: {root}")
+    print(f"throughput ratio dlrig/grep: {grep_s / dlrig_s:.2f} (target >= 0.30)")
+    note = "" if peak_kb > before else " (upper bound: an earlier child was larger)"
+    print(f"dlrig peak RSS: {peak_kb / 1024:.0f} MB (target < 150 MB){note}")
+    if not args.keep:
+        os.unlink(log)
+
+
+if __name__ == "__main__":
+    main()

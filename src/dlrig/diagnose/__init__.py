@@ -1,0 +1,235 @@
+"""`dlrig diagnose`: read a crashed training log; name the root cause, the proof and the fix.
+
+from dlrig import diagnose
+result = diagnose.diagnose_paths(["train.log"])
+result.causes[0].cause, result.causes[0].fixes
+"""
+
+from __future__ import annotations
+
+import gzip
+import string
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from dlrig import causes as cause_vocabulary
+from dlrig.diagnose import advice
+from dlrig.diagnose.rank import Ranked, rank
+from dlrig.diagnose.scanner import CHUNK_BYTES, Scanner
+from dlrig.errors import InputError
+from dlrig.inputs import check_readable_file
+from dlrig.knowledge import signatures as signature_knowledge
+from dlrig.machine.model import Machine
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Evidence:
+    source: str
+    line: int
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "line": self.line, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Finding:
+    cause: str
+    role: str  # root | secondary
+    confidence: float
+    title: str
+    explanation: str
+    reason: str
+    evidence: tuple[Evidence, ...]
+    fixes: tuple[str, ...]
+    signatures: tuple[str, ...]
+    ranks: tuple[int, ...]
+    references: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cause": self.cause,
+            "role": self.role,
+            "confidence": self.confidence,
+            "title": self.title,
+            "explanation": self.explanation,
+            "reason": self.reason,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "fixes": list(self.fixes),
+            "signatures": list(self.signatures),
+            "ranks": list(self.ranks),
+            "references": list(self.references),
+        }
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    causes: tuple[Finding, ...]
+    sources: tuple[str, ...]
+    lines: int
+    bytes: int
+    note: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def root(self) -> Finding | None:
+        return self.causes[0] if self.causes else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "causes": [f.to_dict() for f in self.causes],
+            "sources": list(self.sources),
+            "lines": self.lines,
+            "bytes": self.bytes,
+            "note": self.note,
+        }
+
+
+class _Template(string.Formatter):
+    """str.format that reports missing fields instead of raising."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+        self.missing = False
+
+    def get_value(self, key: int | str, args: Any, kwargs: Any) -> Any:
+        if isinstance(key, str) and key in self.values:
+            return self.values[key]
+        self.missing = True
+        return ""
+
+
+def _fill(template: str, values: dict[str, str]) -> str | None:
+    formatter = _Template(values)
+    text = formatter.format(template)
+    return None if formatter.missing or not text.strip() else text
+
+
+def _finding(ranked: Ranked, facts: dict[str, str], machine: Machine | None) -> Finding:
+    candidate = ranked.candidate
+    cause = cause_vocabulary.get(candidate.cause)
+    hits = sorted(candidate.hits, key=lambda h: -h.signature.weight)
+    values = advice.variables(candidate.cause, candidate.groups, facts, machine)
+    explanation = None
+    fixes: list[str] = []
+    references: list[str] = []
+    for hit in hits:
+        signature = hit.signature
+        if explanation is None and signature.explanation:
+            explanation = _fill(signature.explanation, values)
+        # The strongest signature's fixes are the answer; weaker ones only fill a gap.
+        if not fixes:
+            for template in signature.fixes:
+                text = _fill(template, values)
+                if text and text not in fixes:
+                    fixes.append(text)
+        references.extend(r for r in signature.references if r not in references)
+    if not fixes:
+        fixes.append(cause.default_fix)
+    evidence: list[Evidence] = []
+    for hit in sorted(hits, key=lambda h: h.first_line or 0):
+        for source, line, text in hit.evidence:
+            if len(evidence) < 6 and all(e.text != text for e in evidence):
+                evidence.append(Evidence(source, line, text))
+    evidence.sort(key=lambda e: (e.source, e.line))
+    if candidate.notes:
+        explanation = (explanation or cause.explanation) + " (" + "; ".join(candidate.notes) + ")"
+    return Finding(
+        cause=candidate.cause,
+        role=ranked.role,
+        confidence=ranked.confidence,
+        title=cause.title,
+        explanation=explanation or cause.explanation,
+        reason=ranked.reason,
+        evidence=tuple(evidence),
+        fixes=tuple(fixes),
+        signatures=tuple(sorted({h.signature.id for h in hits})),
+        ranks=tuple(sorted(candidate.ranks)),
+        references=tuple(references),
+    )
+
+
+class Session:
+    """Incremental diagnosis: feed bytes from files, stdin or a running command."""
+
+    def __init__(self, machine: Machine | None = None) -> None:
+        self.signature_set = signature_knowledge.load()
+        self.scanner = Scanner(self.signature_set)
+        self.machine = machine
+
+    def start(self, source: str) -> None:
+        self.scanner.start(source)
+
+    def feed(self, data: bytes, source: str | None = None) -> None:
+        self.scanner.feed(data, source)
+
+    def finish(self, note: str | None = None) -> Diagnosis:
+        result = self.scanner.close()
+        ranked = rank(result, self.signature_set)
+        findings = tuple(_finding(r, result.facts, self.machine) for r in ranked)
+        if result.bytes == 0 and note is None:
+            note = "the input is empty"
+        return Diagnosis(
+            causes=findings,
+            sources=tuple(result.sources),
+            lines=result.lines,
+            bytes=result.bytes,
+            note=note,
+        )
+
+
+def _open(path: Path) -> BinaryIO:
+    with path.open("rb") as probe:
+        head = probe.read(8192)
+    if head[:2] == b"\x1f\x8b":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if b"\x00" in head:
+        raise InputError(
+            f"{path}: is a binary file, not a log", fix="give the text log (gzip is fine)"
+        )
+    return path.open("rb")
+
+
+def read_chunks(stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+    while True:
+        data = stream.read(chunk_bytes)
+        if not data:
+            return
+        yield data
+
+
+def diagnose_paths(paths: Iterable[Path | str], machine: Machine | None = None) -> Diagnosis:
+    """Diagnose one or more log files (e.g. one per rank) as one run."""
+    session = Session(machine)
+    checked = [check_readable_file(p, "log") for p in paths]
+    for path in checked:
+        session.start(str(path))
+        try:
+            with _open(path) as stream:
+                for chunk in read_chunks(stream):
+                    session.feed(chunk)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"{path}: cannot be read ({exc})", fix="check the file") from None
+    return session.finish()
+
+
+def diagnose_stream(
+    stream: BinaryIO, source: str = "<stdin>", machine: Machine | None = None
+) -> Diagnosis:
+    session = Session(machine)
+    session.start(source)
+    for chunk in read_chunks(stream):
+        session.feed(chunk)
+    return session.finish()
+
+
+def diagnose_text(text: str, machine: Machine | None = None) -> Diagnosis:
+    session = Session(machine)
+    session.start("<text>")
+    session.feed(text.encode("utf-8"))
+    return session.finish()

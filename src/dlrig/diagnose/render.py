@@ -1,0 +1,61 @@
+"""Readable rendering of a diagnosis: root cause first, evidence lines highlighted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlrig.diagnose import Diagnosis, Finding
+
+
+def render_text(diagnosis: Diagnosis, console: Any, show_secondary: bool = True) -> None:
+    from rich.text import Text
+
+    scanned = f"{diagnosis.lines:,} lines, {diagnosis.bytes / 1e6:,.1f} MB from {', '.join(diagnosis.sources) or 'input'}"
+    if not diagnosis.causes:
+        console.print(Text("No failure cause found", style="bold green"))
+        console.print(Text(f"scanned {scanned}", style="dim"))
+        if diagnosis.note:
+            console.print(Text(diagnosis.note, style="dim"))
+        return
+    root = diagnosis.causes[0]
+    _render_finding(root, console, headline=True)
+    secondary = diagnosis.causes[1:]
+    if secondary and show_secondary:
+        console.print()
+        console.print(Text("Also found (explained by the root cause or weaker):", style="bold"))
+        for finding in secondary:
+            _render_finding(finding, console, headline=False)
+    console.print()
+    console.print(Text(f"scanned {scanned}", style="dim"))
+
+
+def _render_finding(finding: Finding, console: Any, headline: bool) -> None:
+    from rich.text import Text
+
+    if headline:
+        title = Text()
+        title.append("Root cause: ", style="bold red")
+        title.append(f"{finding.title} ", style="bold")
+        title.append(f"[{finding.cause}]", style="dim")
+        title.append(f"  confidence {finding.confidence:.0%}", style="yellow")
+        console.print(title)
+        console.print(finding.explanation)
+        if finding.ranks:
+            console.print(Text(f"ranks: {', '.join(map(str, finding.ranks))}", style="dim"))
+        console.print(Text("evidence:", style="bold"))
+        for evidence in finding.evidence:
+            line = Text(f"  {evidence.source}:{evidence.line}: ", style="dim")
+            line.append(evidence.text, style="bold magenta")
+            console.print(line)
+        console.print(Text("fix:", style="bold"))
+        for number, fix in enumerate(finding.fixes, 1):
+            console.print(Text(f"  {number}. {fix}", style="bold" if number == 1 else ""))
+        console.print(Text(f"why this is the root cause: {finding.reason}", style="dim"))
+    else:
+        line = Text(f"  - {finding.title} [{finding.cause}]: {finding.reason}")
+        console.print(line)
+        if finding.evidence:
+            first = finding.evidence[0]
+            console.print(
+                Text(f"      {first.source}:{first.line}: {first.text[:160]}", style="dim")
+            )

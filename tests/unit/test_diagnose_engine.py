@@ -1,0 +1,154 @@
+"""The diagnose engine: ranking, fixes from the log's numbers, streaming, odd input."""
+
+from __future__ import annotations
+
+import gzip
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dlrig import diagnose
+from dlrig.diagnose import Session
+from dlrig.knowledge import signatures
+from dlrig.machine import readers
+from tests.conftest import CORPUS
+
+LOGS = CORPUS / "logs"
+
+
+def _text(*files: str) -> str:
+    return "\n".join((LOGS / f).read_text(encoding="utf-8") for f in files)
+
+
+def test_oom_on_one_rank_explains_timeouts_on_the_others():
+    # two real logs as one run: a rank's OOM, and another job's watchdog timeouts
+    text = _text(
+        "cuda_oom/trl-fsdp-sft-rank0-rtx3080.log",
+        "nccl_timeout/discoscene-8xp40-broadcast-torchrun.log",
+    )
+    result = diagnose.diagnose_text(text)
+    assert [f.cause for f in result.causes][:2] == ["cuda_oom", "nccl_timeout"]
+    assert result.causes[1].role == "secondary"
+    assert result.causes[1].reason == "follows from cuda_oom"
+    assert "explains nccl_timeout" in result.causes[0].reason
+
+
+def test_device_side_assert_explains_cudnn_and_illegal_access():
+    text = _text(
+        "illegal_memory_access/detectron2-multigpu-thcudacheck.log",
+        "cudnn_status_error/pytorch-segmentation-backward.log",
+        "device_side_assert_label_range/person-reid-nllcriterion.log",
+    )
+    result = diagnose.diagnose_text(text)
+    assert result.root.cause == "device_side_assert_label_range"
+    assert {f.cause for f in result.causes[1:]} >= {"illegal_memory_access", "cudnn_status_error"}
+
+
+def test_oom_fix_uses_the_logs_numbers():
+    result = diagnose.diagnose_paths([LOGS / "cuda_oom/trl-fsdp-sft-rank0-rtx3080.log"])
+    fixes = " ".join(result.root.fixes)
+    # "Tried to allocate 388.00 MiB ... total capacity of 9.68 GiB ... this process has 9.54 GiB
+    # memory in use ... 2.57 GiB is reserved by PyTorch but unallocated"
+    assert "9.68 GiB GPU" in fixes
+    assert "expandable_segments:True" in fixes and "2.57 GiB" in fixes
+    evidence = result.root.evidence[0]
+    assert evidence.line == 1 and "Tried to allocate 388.00 MiB" in evidence.text
+
+
+def test_oom_fix_with_batch_size_from_the_log():
+    text = "args: per_device_train_batch_size=16, gradient_accumulation_steps=2\n" + _text(
+        "cuda_oom/dcrnn-train-2020.log"
+    )
+    fixes = " ".join(diagnose.diagnose_text(text).root.fixes)
+    # 4.36 GiB allocated + 20 MiB requested on 5.80 GiB: 2 steps → 16 → 8, accumulation 2 → 4
+    assert "from 16 to 8" in fixes and "from 2 to 4" in fixes
+
+
+def test_machine_facts_make_the_driver_fix_exact():
+    machine = readers.load(CORPUS / "collect_env" / "driver470-torch210-cu121-warning.txt")
+    result = diagnose.diagnose_paths(
+        [LOGS / "driver_too_old/fooocus-470-driver-11040.log"], machine=machine
+    )
+    assert result.root.cause == "driver_too_old"
+    # torch 2.1.0+cu121 needs the CUDA 12.1 GA driver from NVIDIA's table
+    assert "≥ 530.30.02" in result.root.fixes[0]
+
+
+def test_xid_meaning_from_the_table():
+    result = diagnose.diagnose_paths([LOGS / "xid_error/gpud-dmesg-xid13-xid109.log"])
+    assert result.root.cause == "xid_error"
+    assert "Xid 109" in result.root.explanation  # the critical code leads, not the first one
+    assert "Context Switch Timeout" in result.root.explanation
+
+
+def test_xid79_is_fell_off_bus():
+    result = diagnose.diagnose_paths(
+        [LOGS / "gpu_fell_off_bus/open-gpu-kmod-5070ti-xid79-journal.log"]
+    )
+    assert result.root.cause == "gpu_fell_off_bus"
+
+
+def test_no_failure_no_cause():
+    assert diagnose.diagnose_text("").causes == ()
+    assert diagnose.diagnose_text("").note == "the input is empty"
+    assert (
+        diagnose.diagnose_paths([LOGS / "clean/swin-apex-o1-gradient-overflow-info.log"]).causes
+        == ()
+    )
+
+
+def test_every_cause_has_signatures_with_sources():
+    loaded = signatures.load()
+    from dlrig import causes
+
+    covered = {s.cause for s in loaded.signatures} | set(loaded.xid_causes.values())
+    assert covered == set(causes.CAUSES)
+    for signature in loaded.signatures:
+        assert signature.source and signature.fixes and signature.anchors
+
+
+def _diagnose_in_pieces(data: bytes, sizes: list[int]) -> list[tuple[str, int]]:
+    session = Session()
+    session.start("log")
+    position = 0
+    for size in sizes:
+        session.feed(data[position : position + size])
+        position += size
+    session.feed(data[position:])
+    result = session.finish()
+    return [(f.cause, f.evidence[0].line) for f in result.causes]
+
+
+WHOLE_TEXT = _text(
+    "cuda_oom/trl-fsdp-sft-rank0-rtx3080.log",
+    "nccl_timeout/milabench-dinov2-multinode-reduce.log",
+    "no_kernel_image/wyoming-xtts-rtx5060ti-sm120.log",
+).encode()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=3000), max_size=30))
+def test_any_chunking_gives_the_same_answer(sizes):
+    assert _diagnose_in_pieces(WHOLE_TEXT, sizes) == _diagnose_in_pieces(WHOLE_TEXT, [])
+
+
+def test_long_noise_before_the_error_keeps_line_numbers(tmp_path):
+    rng = random.Random(3)
+    noise = "".join(f"step {i} loss {rng.random():.4f}\r{i}%|###|\n" for i in range(200_000))
+    path = tmp_path / "big.log.gz"
+    with gzip.open(path, "wt") as stream:
+        stream.write(noise)
+        stream.write("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    result = diagnose.diagnose_paths([path])
+    assert result.root.cause == "illegal_memory_access"
+    assert result.root.evidence[0].line == 200_001
+    assert result.lines == 200_001
+
+
+def test_ansi_and_rank_prefixes_are_cleaned():
+    text = "\x1b[31m[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered\x1b[0m\n"
+    result = diagnose.diagnose_text(text)
+    assert result.root.cause == "gpu_ecc_error"
+    assert result.root.ranks == (3,)
+    assert result.root.evidence[0].text.startswith("RuntimeError")
