@@ -38,6 +38,8 @@ unit: $(VENV)/.stamp-test
 bench: $(VENV)/.stamp-test
 	$(BIN)/python benchmarks/doctor_vs_collect_env.py
 	$(BIN)/python benchmarks/diagnose_throughput.py
+	$(BIN)/python benchmarks/fit_accuracy.py
+	$(BIN)/python benchmarks/fit_speed.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

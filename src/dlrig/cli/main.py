@@ -10,6 +10,7 @@ import click
 from dlrig import __version__
 from dlrig.cli.diagnose import diagnose_command
 from dlrig.cli.doctor import doctor_command
+from dlrig.cli.fit import fit_command
 from dlrig.errors import DlrigError
 
 
@@ -21,6 +22,7 @@ def cli() -> None:
 
 cli.add_command(doctor_command)
 cli.add_command(diagnose_command)
+cli.add_command(fit_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -114,6 +114,10 @@ class Catalogue:
         """Nearest ids for an unknown name, for "did you mean" messages."""
         lowered = name.lower()
         ids = list(self._by_id)
+        # "h100" should suggest every H100 variant before anything merely similar.
+        containing = [i for i in ids if lowered and lowered in i]
+        if containing:
+            return containing[:limit]
         close = difflib.get_close_matches(lowered, ids, n=limit, cutoff=0.4)
         if close:
             return close

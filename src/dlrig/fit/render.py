@@ -1,0 +1,128 @@
+"""Readable report of a fit estimate, with the memory breakdown drawn as a bar."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlrig.fit import FitResult
+from dlrig.units import human_bytes, human_seconds
+
+_COLOURS = {
+    "parameters": "blue",
+    "gradients": "magenta",
+    "optimizer_state": "yellow",
+    "activations": "green",
+    "optimizer_temporaries": "bright_yellow",
+    "communication_buffers": "cyan",
+    "allocator_reserve": "bright_black",
+    "workspaces": "white",
+    "cuda_context": "red",
+    "nccl_buffers": "bright_cyan",
+}
+BAR_WIDTH = 60
+
+
+def _bar(result: FitResult) -> Any:
+    from rich.text import Text
+
+    capacity = max(result.gpu_memory_bytes, result.memory_peak_bytes, 1)
+    bar = Text()
+    used = 0
+    for name, value in result.memory_breakdown.items():
+        cells = round(BAR_WIDTH * value / capacity)
+        if value > 0 and cells == 0:
+            cells = 1 if value / capacity > 0.005 else 0
+        bar.append("█" * cells, style=_COLOURS.get(name, "white"))
+        used += cells
+    free = max(0, BAR_WIDTH - used)
+    bar.append("░" * free, style="dim")
+    bar.append(
+        f"  {human_bytes(result.memory_peak_bytes)} of {human_bytes(result.gpu_memory_bytes)}"
+    )
+    return bar
+
+
+def render_text(result: FitResult, console: Any) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    head = Text()
+    head.append(f"{result.model}", style="bold")
+    head.append(f"  {result.params / 1e6:,.1f} M parameters  on {result.gpu}")
+    if result.method == "analytic":
+        head.append("  ANALYTIC ESTIMATE (not traced)", style="bold red")
+    console.print(head)
+    setup = result.setup
+    shape = (
+        f"seq {result.seq_len}"
+        if result.seq_len
+        else f"image {result.image_size}px"
+        if result.image_size
+        else ""
+    )
+    console.print(
+        f"batch {result.batch_size}/GPU{' ' + shape if shape else ''}, {setup['precision']}, {setup['optimizer']}, "
+        f"checkpointing {setup['grad_checkpointing']}, accumulation {setup['grad_accum']}, "
+        f"{setup['gpus']} GPU(s) {setup['strategy']}",
+        style="dim",
+    )
+    console.print()
+    verdict = Text()
+    if result.fits:
+        verdict.append("FITS", style="bold green")
+        verdict.append(f" with {human_bytes(result.margin_bytes)} to spare")
+    else:
+        verdict.append("DOES NOT FIT", style="bold red")
+        verdict.append(f": {human_bytes(-result.margin_bytes)} over")
+    if result.peak_phase:
+        verdict.append(f"  (peak in {result.peak_phase})", style="dim")
+    console.print(verdict)
+    console.print(_bar(result))
+    legend = Table.grid(padding=(0, 2))
+    legend.add_column()
+    legend.add_column(justify="right")
+    for name, value in result.memory_breakdown.items():
+        if value:
+            legend.add_row(
+                Text(f"█ {name.replace('_', ' ')}", style=_COLOURS.get(name, "white")),
+                human_bytes(value),
+            )
+    console.print(legend)
+    if result.max_batch_size is not None:
+        console.print(f"largest batch that fits: [bold]{result.max_batch_size}[/bold] per GPU")
+    if result.global_batch:
+        gb = result.global_batch
+        console.print(
+            f"global batch {gb['target']}: micro-batch {gb['micro_batch_per_gpu']} × accumulation "
+            f"{gb['grad_accum']} × {gb['gpus']} GPU(s) = {gb['global_batch']}"
+        )
+    if result.step_time_s is not None:
+        console.print()
+        speed = Table.grid(padding=(0, 2))
+        speed.add_column(style="bold")
+        speed.add_column()
+        speed.add_row("step time", human_seconds(result.step_time_s))
+        if result.samples_per_s:
+            speed.add_row(
+                "throughput",
+                f"{result.samples_per_s:,.1f} samples/s (all GPUs)"
+                + (f", {result.tokens_per_s:,.0f} tokens/s" if result.tokens_per_s else ""),
+            )
+        if result.flops_per_step:
+            speed.add_row("FLOPs per step", f"{result.flops_per_step / 1e12:,.1f} TFLOP per GPU")
+        if result.mfu is not None:
+            speed.add_row("MFU", f"{result.mfu:.1%}")
+        if result.scaling_efficiency is not None:
+            speed.add_row(
+                "scaling efficiency",
+                f"{result.scaling_efficiency:.1%} of {setup['gpus']} × one GPU",
+            )
+        if result.time_to_train_s is not None:
+            speed.add_row("time to train", human_seconds(result.time_to_train_s))
+        console.print(speed)
+    for note in result.notes:
+        console.print(Text(f"note: {note}", style="yellow"))
+    console.print()
+    console.print(Text("assumptions:", style="bold"))
+    for assumption in result.assumptions:
+        console.print(Text(f"  - {assumption}", style="dim"))

@@ -1,0 +1,206 @@
+"""`dlrig fit`: traced memory, FLOPs and the time model on real transformers models."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from dlrig import fit  # noqa: E402
+from dlrig.errors import InputError  # noqa: E402
+from dlrig.fit import presets  # noqa: E402
+
+GIB = 1024**3
+
+
+def run(model: str, **kwargs):
+    kwargs.setdefault("gpu", "a100-sxm4-80gb")
+    kwargs.setdefault("search_max_batch", False)
+    return fit.estimate(model=model, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "millions"),
+    # published parameter counts of the reference checkpoints
+    [
+        ("resnet50", 25.6),
+        ("bert-base", 110),
+        ("gpt2", 124),
+        ("vit-b16", 86.6),
+        ("t5-base", 223),
+        ("llama3-8b", 8030),
+        ("mistral-7b", 7242),
+        ("llama3-70b", 70554),
+    ],
+)
+def test_presets_have_the_published_size(name, millions):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    workload = presets.preset_workload(name, None, None)
+    with FakeTensorMode(), fit.skip_weight_init():
+        model = workload.build()
+    count = sum(p.numel() for p in model.parameters()) / 1e6
+    assert count == pytest.approx(millions, rel=0.02)
+
+
+def test_gpt2_flops_match_the_analytic_count():
+    result = run("gpt2", batch_size=4, seq_len=1024, precision="fp32", optimizer="sgd")
+    # Kaplan et al.: forward ≈ 2N + 2·n_layer·n_ctx·d_model FLOPs per token, training ≈ 3× that
+    n, layers, ctx, d, tokens = 124.4e6, 12, 1024, 768, 4 * 1024
+    analytic = 3 * (2 * n + 2 * layers * ctx * d) * tokens
+    assert result.flops_per_step == pytest.approx(analytic, rel=0.15)
+
+
+def test_persistent_memory_per_parameter():
+    result = run("gpt2", batch_size=1, seq_len=128, precision="amp-bf16", optimizer="adamw")
+    n = result.trainable_params
+    assert result.memory_breakdown["parameters"] == 4 * result.params
+    assert result.memory_breakdown["optimizer_state"] == 8 * n
+    sgd = run("gpt2", batch_size=1, seq_len=128, precision="bf16", optimizer="sgd")
+    assert sgd.memory_breakdown["parameters"] == 2 * sgd.params
+    assert sgd.memory_breakdown["optimizer_state"] == 0
+
+
+def test_activation_memory_grows_with_batch_and_shrinks_with_checkpointing():
+    def activations(**kwargs):
+        r = run("gpt2", seq_len=512, precision="amp-bf16", optimizer="sgd", **kwargs)
+        trace_peak = r.memory_breakdown["activations"]
+        return trace_peak, r
+
+    small, _ = activations(batch_size=2)
+    large, _ = activations(batch_size=8)
+    assert 3.0 < large / small < 4.5  # close to linear in the batch
+    none_peak = run("gpt2", batch_size=8, seq_len=512, optimizer="sgd").memory_reserved_bytes
+    full_peak = run(
+        "gpt2", batch_size=8, seq_len=512, optimizer="sgd", grad_checkpointing="full"
+    ).memory_reserved_bytes
+    sel_peak = run(
+        "gpt2", batch_size=8, seq_len=512, optimizer="sgd", grad_checkpointing="selective"
+    ).memory_reserved_bytes
+    assert full_peak < sel_peak < none_peak
+
+
+def test_attention_is_traced_as_the_fused_gpu_kernel():
+    result_ops = fit._trace(
+        presets.preset_workload("gpt2", 256, None), fit.Options(model="gpt2"), 2
+    ).ops
+    assert any(op.name == "dlrig_fit.attention" for op in result_ops)
+    assert any(op.name == "dlrig_fit.attention_backward" for op in result_ops)
+    t5_ops = fit._trace(
+        presets.preset_workload("t5-base", 64, None), fit.Options(model="t5-base"), 1
+    ).ops
+    assert not any(op.name.startswith("dlrig_fit") for op in t5_ops)  # T5 attention is eager
+
+
+def test_fsdp_shards_the_persistent_state():
+    single = run("gpt2", batch_size=2, seq_len=256)
+    sharded = run("gpt2", batch_size=2, seq_len=256, gpus=8, strategy="fsdp")
+    for part in ("parameters", "gradients", "optimizer_state"):
+        assert sharded.memory_breakdown[part] < single.memory_breakdown[part] / 7
+    zero1 = run("gpt2", batch_size=2, seq_len=256, gpus=8, strategy="zero1")
+    assert (
+        zero1.memory_breakdown["optimizer_state"] < single.memory_breakdown["optimizer_state"] / 2
+    )
+
+
+def test_llama_8b_does_not_fit_one_80gb_gpu_but_fits_with_fsdp():
+    alone = run(
+        "llama3-8b", batch_size=1, seq_len=2048, grad_checkpointing="full", gpu="h100-sxm5-80gb"
+    )
+    assert not alone.fits and alone.margin_bytes < 0
+    shared = run(
+        "llama3-8b",
+        batch_size=1,
+        seq_len=2048,
+        grad_checkpointing="full",
+        gpu="h100-sxm5-80gb",
+        gpus=8,
+        strategy="fsdp",
+    )
+    assert shared.fits
+
+
+def test_largest_batch_fits_and_the_next_does_not():
+    result = fit.estimate(
+        model="gpt2", seq_len=1024, gpu="t4", optimizer="adamw", precision="amp-fp16"
+    )
+    best = result.max_batch_size
+    assert best and best > 1
+    at_best = run("gpt2", batch_size=best, seq_len=1024, gpu="t4", precision="amp-fp16")
+    above = run(
+        "gpt2", batch_size=best + max(1, best // 10), seq_len=1024, gpu="t4", precision="amp-fp16"
+    )
+    assert at_best.fits and not above.fits
+
+
+def test_time_model_scaling_and_links():
+    one = run("bert-large", batch_size=32, seq_len=128, precision="amp-fp16")
+    eight = run("bert-large", batch_size=32, seq_len=128, precision="amp-fp16", gpus=8)
+    pcie = run(
+        "bert-large", batch_size=32, seq_len=128, precision="amp-fp16", gpus=8, interconnect="pcie"
+    )
+    assert 6 * one.samples_per_s < eight.samples_per_s <= 8 * one.samples_per_s * 1.001
+    assert pcie.samples_per_s < eight.samples_per_s
+    assert 0 < eight.scaling_efficiency <= 1.0
+    assert 0.05 < one.mfu < 0.9
+    fp32 = run("bert-large", batch_size=32, seq_len=128, precision="fp32")
+    assert fp32.samples_per_s < one.samples_per_s  # no tensor cores for fp32 matmuls
+
+
+def test_time_to_train_and_global_batch():
+    result = run("gpt2", batch_size=8, seq_len=1024, tokens=1e9, global_batch=512, gpus=4)
+    assert result.time_to_train_s == pytest.approx(1e9 / result.tokens_per_s)
+    gb = result.global_batch
+    assert gb["micro_batch_per_gpu"] * gb["grad_accum"] * gb["gpus"] >= 512
+
+
+def test_json_document_keys():
+    document = run("resnet50", batch_size=32).to_dict()
+    for key in (
+        "schema_version",
+        "model",
+        "params",
+        "memory",
+        "fits",
+        "max_batch_size",
+        "flops_per_step",
+        "step_time_s",
+        "samples_per_s",
+        "time_to_train_s",
+        "mfu",
+        "assumptions",
+    ):
+        assert key in document
+    assert set(document["memory"]) >= {"peak_bytes", "breakdown"}
+    assert document["assumptions"]
+
+
+def test_bad_input():
+    with pytest.raises(InputError, match="unknown model preset 'llama3-8x'") as unknown:
+        run("llama3-8x")
+    assert "did you mean llama3-8b" in unknown.value.fix
+    with pytest.raises(InputError, match="factory raised FileNotFoundError"):
+        run("tests.data.custom_models:make_raising", input_spec="x:float32[B,4]")
+    with pytest.raises(InputError, match=r"not a torch\.nn\.Module"):
+        run("tests.data.custom_models:make_not_a_module", input_spec="x:float32[B,4]")
+    with pytest.raises(InputError, match="not name:dtype"):
+        run("tests.data.custom_models:make_mlp", input_spec="x[B,4]")
+    with pytest.raises(InputError, match="not in the GPU catalogue"):
+        run("gpt2", gpu="h1000")
+
+
+def test_untraceable_model_gets_a_labelled_analytic_estimate():
+    result = run("tests.data.custom_models:make_data_dependent", input_spec="x:float32[B,256]")
+    assert result.method == "analytic"
+    assert "could not be traced" in result.notes[0]
+    assert result.assumptions[0].startswith("ANALYTIC ESTIMATE")
+    assert result.memory_breakdown["parameters"] == 4 * result.params
+
+
+def test_custom_model_traced():
+    result = run("tests.data.custom_models:make_mlp", input_spec="x:float32[B,1024]", batch_size=64)
+    assert result.method == "trace"
+    layer = 2 * 64 * 1024 * 4096  # one Linear's forward FLOPs for the batch
+    # forward: both layers; backward: both weight gradients, input gradient of the second only
+    assert result.flops_per_step == pytest.approx(2 * layer + 3 * layer, rel=0.05)
