@@ -40,6 +40,7 @@ bench: $(VENV)/.stamp-test
 	$(BIN)/python benchmarks/diagnose_throughput.py
 	$(BIN)/python benchmarks/fit_accuracy.py
 	$(BIN)/python benchmarks/fit_speed.py
+	$(BIN)/python benchmarks/monitor_scrape.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -17,6 +17,9 @@ class Cause:
     title: str
     explanation: str
     default_fix: str
+    # False for causes that slow a run without crashing it (found by monitor and bench, never
+    # in a crash log by diagnose).
+    crashes: bool = True
 
 
 _CAUSES: tuple[Cause, ...] = (
@@ -263,6 +266,39 @@ _CAUSES: tuple[Cause, ...] = (
         "limit of 1024.",
         "Raise the limit (`ulimit -n 65536`, or LimitNOFILE in the service/container), or use "
         "torch.multiprocessing.set_sharing_strategy('file_system').",
+    ),
+    Cause(
+        "input_pipeline_bound",
+        "The GPU waits for data",
+        "The training step finishes faster than the input pipeline produces the next batch, so "
+        "the GPU sits idle between steps: too few DataLoader workers, CPU-heavy decoding and "
+        "augmentation, or a slow disk or network filesystem.",
+        "Raise DataLoader num_workers (up to the CPU cores per GPU), set pin_memory=True and "
+        "persistent_workers=True, move decoding to the GPU (DALI, torchvision.io on CUDA) or "
+        "pre-pack the dataset into large shards on local NVMe; `dlrig bench dataloader` finds "
+        "the best settings.",
+        crashes=False,
+    ),
+    Cause(
+        "gpu_throttling",
+        "The GPU slows its clocks",
+        "The GPU lowers its clocks when it reaches its power limit, its temperature limit, or "
+        "when the board asserts a hardware slowdown (power brake from the PSU, overheating). "
+        "Training runs proportionally slower.",
+        "Check cooling (airflow, fan curve, dust, blanking panels), the power limit "
+        "(`nvidia-smi -q -d POWER`; restore it with `sudo nvidia-smi -pl <default>`), and for "
+        "hardware slowdown the PSU capacity and the GPU's power cables.",
+        crashes=False,
+    ),
+    Cause(
+        "pcie_link_degraded",
+        "A GPU's PCIe link runs below its rated speed",
+        "The link trained at fewer lanes or a lower generation than both ends support: a card "
+        "in a narrower slot, a riser or extender, a BIOS bifurcation setting, or a bad contact. "
+        "Host-device copies (data loading, offload) run proportionally slower.",
+        "Reseat the card, move it to a full x16 slot attached to the CPU, remove risers, check "
+        "the BIOS PCIe settings; confirm with `dlrig bench memory` (host-to-device bandwidth).",
+        crashes=False,
     ),
 )
 

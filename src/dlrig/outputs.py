@@ -12,6 +12,11 @@ from dlrig.errors import InputError
 
 def write_text_atomic(path: Path | str, text: str) -> Path:
     """Write `text` to `path` via a temporary file in the same folder and a rename."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path | str, data: bytes) -> Path:
+    """Write `data` to `path` via a temporary file in the same folder and a rename."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
@@ -27,8 +32,8 @@ def write_text_atomic(path: Path | str, text: str) -> Path:
             f"{target}: cannot write ({exc.strerror})", fix="check permissions and free space"
         ) from None
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temp_name, target)

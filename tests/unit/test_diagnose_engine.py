@@ -103,7 +103,7 @@ def test_every_cause_has_signatures_with_sources():
     from dlrig import causes
 
     covered = {s.cause for s in loaded.signatures} | set(loaded.xid_causes.values())
-    assert covered == set(causes.CAUSES)
+    assert covered == {c.id for c in causes.CAUSES.values() if c.crashes}
     for signature in loaded.signatures:
         assert signature.source and signature.fixes and signature.anchors
 

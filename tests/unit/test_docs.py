@@ -52,6 +52,9 @@ def test_cause_vocabulary_is_complete():
         "port_in_use",
         "disk_full",
         "too_many_open_files",
+        "input_pipeline_bound",
+        "gpu_throttling",
+        "pcie_link_degraded",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

@@ -11,6 +11,7 @@ from dlrig import __version__
 from dlrig.cli.diagnose import diagnose_command
 from dlrig.cli.doctor import doctor_command
 from dlrig.cli.fit import fit_command
+from dlrig.cli.monitor import monitor_command
 from dlrig.errors import DlrigError
 
 
@@ -23,6 +24,7 @@ def cli() -> None:
 cli.add_command(doctor_command)
 cli.add_command(diagnose_command)
 cli.add_command(fit_command)
+cli.add_command(monitor_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -162,6 +162,7 @@ class RemappedRows:
 class MigDevice:
     index: int
     profile: str | None = None  # "3g.40gb"
+    gpu_instance_id: int | None = None
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
     sm_count: int | None = None
@@ -173,6 +174,8 @@ class GpuProcess:
     name: str | None = None
     kind: str | None = None  # C | G | C+G
     used_memory_bytes: int | None = None
+    container_id: str | None = None  # docker/containerd/podman id from /proc/<pid>/cgroup
+    kubernetes_pod_uid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,23 @@ class Gpu:
     sm_clock_mhz: int | None = None
     sm_clock_max_mhz: int | None = None
     processes: tuple[GpuProcess, ...] | None = None
+    # Live readings that `monitor` samples; recordings fill what they contain.
+    memory_clock_mhz: int | None = None
+    memory_clock_max_mhz: int | None = None
+    fan_speed_percent: float | None = None
+    memory_temperature_c: float | None = None
+    energy_consumed_joules: float | None = None  # NVML counter since the driver loaded
+    pcie_tx_bytes_per_second: float | None = None
+    pcie_rx_bytes_per_second: float | None = None
+    pcie_replay_errors: int | None = None  # counter since the driver loaded
+    nvlink_tx_bytes: int | None = None  # counters since the driver loaded, all links
+    nvlink_rx_bytes: int | None = None
+    # GPM (GPU Performance Monitoring, Hopper and newer): what DCGM's PROF_* fields report.
+    graphics_activity_percent: float | None = None
+    sm_activity_percent: float | None = None
+    sm_occupancy_percent: float | None = None
+    tensor_activity_percent: float | None = None
+    dram_activity_percent: float | None = None
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,20 @@ def _module() -> Any:
     return pynvml
 
 
-class NvmlSession:
-    """An initialised NVML; use `open_session()` to get one."""
+class GpuLost(Exception):
+    """NVML says the GPU is gone (fell off the bus, or reset): later calls will fail too."""
 
-    def __init__(self, module: Any) -> None:
+
+class NvmlSession:
+    """An initialised NVML; use `open_session()` to get one.
+
+    With `raise_lost`, a "GPU is lost" answer raises GpuLost instead of reading as None, so a
+    long-running sampler can tell a GPU that vanished from one that lacks a counter.
+    """
+
+    def __init__(self, module: Any, raise_lost: bool = False) -> None:
         self.nvml = module
+        self.raise_lost = raise_lost
         self.errors: list[str] = []
 
     def get(self, function: str, *args: Any) -> Any:
@@ -40,7 +49,11 @@ class NvmlSession:
         try:
             value = fn(*args)
         except self.nvml.NVMLError as exc:
-            if not isinstance(exc, self.nvml.NVMLError_NotSupported):
+            lost = getattr(self.nvml, "NVMLError_GpuIsLost", None)
+            if self.raise_lost and lost is not None and isinstance(exc, lost):
+                raise GpuLost(f"{function}: {exc}") from None
+            # A sampler runs for weeks: keep the first errors, not all of them.
+            if not isinstance(exc, self.nvml.NVMLError_NotSupported) and len(self.errors) < 100:
                 self.errors.append(f"{function}: {exc}")
             return None
         if isinstance(value, bytes):
@@ -56,19 +69,29 @@ class NvmlSession:
         return None
 
 
-@contextlib.contextmanager
-def open_session() -> Iterator[NvmlSession]:
-    """Initialise NVML for the duration of the block; NvmlUnavailable says why it cannot."""
+def start_session(raise_lost: bool = False) -> NvmlSession:
+    """Initialise NVML for a long-lived user (the monitor's sampler); call `end_session`."""
     nvml = _module()
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
         raise NvmlUnavailable(str(exc)) from exc
+    return NvmlSession(nvml, raise_lost=raise_lost)
+
+
+def end_session(session: NvmlSession) -> None:
+    with contextlib.suppress(session.nvml.NVMLError):
+        session.nvml.nvmlShutdown()
+
+
+@contextlib.contextmanager
+def open_session() -> Iterator[NvmlSession]:
+    """Initialise NVML for the duration of the block; NvmlUnavailable says why it cannot."""
+    session = start_session()
     try:
-        yield NvmlSession(nvml)
+        yield session
     finally:
-        with contextlib.suppress(nvml.NVMLError):
-            nvml.nvmlShutdown()
+        end_session(session)
 
 
 # Bits of nvmlDeviceGetCurrentClocksEventReasons, named as nvidia-smi's XML names them.
@@ -87,3 +110,9 @@ CLOCK_EVENT_BITS: tuple[tuple[int, str], ...] = (
 
 def clock_event_names(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in CLOCK_EVENT_BITS if mask & bit)
+
+
+def clock_event_mask(names: tuple[str, ...]) -> int:
+    """The NVML bitmask of named reasons (what DCGM's CLOCK_THROTTLE_REASONS field carries)."""
+    known = dict((name, bit) for bit, name in CLOCK_EVENT_BITS)
+    return sum(known.get(name, 0) for name in set(names))

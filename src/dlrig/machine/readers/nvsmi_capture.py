@@ -84,6 +84,9 @@ def states(sections: list[Section]) -> list[str]:
     """Machine states with a query-gpu section, in file order ("idle", "load")."""
     seen: list[str] = []
     for section in sections:
+        # "capabilities" also has a "query-gpu field list" section, which is not a state.
+        if section.state == "capabilities" or section.what.startswith("query-gpu field list"):
+            continue
         if section.what.startswith("query-gpu") and section.state not in seen:
             seen.append(section.state)
     return seen
@@ -102,11 +105,15 @@ def gpus_for_state(sections: list[Section], state: str) -> tuple[Gpu, ...]:
         for i, gpu in enumerate(gpus):
             extra = by_bus.get(gpu.pci_bus_id)
             if extra is not None:
+                # The CSV lacks these; the -q text of the same moment has them.
                 gpus[i] = replace(
                     gpu,
                     mig_devices=extra.mig_devices,
                     processes=extra.processes,
                     temperature_slowdown_c=extra.temperature_slowdown_c,
+                    pcie_tx_bytes_per_second=extra.pcie_tx_bytes_per_second,
+                    pcie_rx_bytes_per_second=extra.pcie_rx_bytes_per_second,
+                    pcie_replay_errors=extra.pcie_replay_errors,
                 )
     apps = _find(sections, state, "query-compute-apps")
     if apps is not None:

@@ -128,6 +128,10 @@ def gpu_from_row(position: int, row: dict[str, str]) -> Gpu:
         utilization_memory_percent=values.number(row.get("utilization.memory")),
         sm_clock_mhz=values.integer(row.get("clocks.current.sm") or row.get("clocks.sm")),
         sm_clock_max_mhz=values.integer(row.get("clocks.max.sm")),
+        memory_clock_mhz=values.integer(row.get("clocks.current.memory") or row.get("clocks.mem")),
+        memory_clock_max_mhz=values.integer(row.get("clocks.max.memory")),
+        fan_speed_percent=values.number(row.get("fan.speed")),
+        memory_temperature_c=values.number(row.get("temperature.memory")),
     )
 
 

@@ -164,6 +164,7 @@ def _mig(gpu: Node) -> tuple[MigDevice, ...]:
         devices.append(
             MigDevice(
                 index=index if index is not None else len(devices),
+                gpu_instance_id=values.integer(node.get("GPU Instance ID")),
                 memory_total_bytes=values.size_bytes(memory.get("Total")) if memory else None,
                 memory_used_bytes=values.size_bytes(memory.get("Used")) if memory else None,
                 sm_count=values.integer(
@@ -236,6 +237,13 @@ def gpu_from_node(index: int, gpu: Node) -> Gpu:
         sm_clock_mhz=values.integer(gpu.get("Clocks", "SM")),
         sm_clock_max_mhz=values.integer(gpu.get("Max Clocks", "SM")),
         processes=_processes(gpu),
+        memory_clock_mhz=values.integer(gpu.get("Clocks", "Memory")),
+        memory_clock_max_mhz=values.integer(gpu.get("Max Clocks", "Memory")),
+        fan_speed_percent=values.number(gpu.get("Fan Speed")),
+        memory_temperature_c=values.number(gpu.get("Temperature", "Memory Current Temp")),
+        pcie_tx_bytes_per_second=values.byte_rate(gpu.get("PCI", "Tx Throughput")),
+        pcie_rx_bytes_per_second=values.byte_rate(gpu.get("PCI", "Rx Throughput")),
+        pcie_replay_errors=values.integer(gpu.get("PCI", "Replays Since Reset")),
     )
 
 

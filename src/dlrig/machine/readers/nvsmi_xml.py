@@ -151,6 +151,7 @@ def _mig_devices(gpu: ET.Element) -> tuple[MigDevice, ...]:
         devices.append(
             MigDevice(
                 index=index if index is not None else len(devices),
+                gpu_instance_id=values.integer(_find(node, "gpu_instance_id")),
                 memory_total_bytes=values.size_bytes(_find(node, "fb_memory_usage/total")),
                 memory_used_bytes=values.size_bytes(_find(node, "fb_memory_usage/used")),
                 sm_count=values.integer(
@@ -229,6 +230,13 @@ def _gpu(index: int, node: ET.Element) -> Gpu:
         sm_clock_mhz=values.integer(_find(node, "clocks/sm_clock")),
         sm_clock_max_mhz=values.integer(_find(node, "max_clocks/sm_clock")),
         processes=_processes(node),
+        memory_clock_mhz=values.integer(_find(node, "clocks/mem_clock")),
+        memory_clock_max_mhz=values.integer(_find(node, "max_clocks/mem_clock")),
+        fan_speed_percent=values.number(_find(node, "fan_speed")),
+        memory_temperature_c=values.number(_find(node, "temperature/memory_temp")),
+        pcie_tx_bytes_per_second=values.byte_rate(_find(node, "pci/tx_util")),
+        pcie_rx_bytes_per_second=values.byte_rate(_find(node, "pci/rx_util")),
+        pcie_replay_errors=values.integer(_find(node, "pci/replay_counter")),
     )
 
 

@@ -77,6 +77,24 @@ def size_bytes(raw: str | None, default_unit: str = "mib") -> int | None:
     return int(float(match.group(1)) * _UNITS[unit])
 
 
+_RATE_UNITS = {"b/s": 1, "kb/s": 1000, "mb/s": 1000**2, "gb/s": 1000**3}
+
+
+def byte_rate(raw: str | None) -> float | None:
+    """ "4000 KB/s" -> 4000000.0 bytes per second. nvidia-smi's KB here is 1000 bytes: it
+    prints NVML's nvmlDeviceGetPcieThroughput value, documented in KB/s."""
+    value = text(raw)
+    if value is None:
+        return None
+    match = _NUMBER.match(value)
+    if not match:
+        return None
+    unit = (match.group(2) or "kb/s").lower()
+    if unit not in _RATE_UNITS:
+        return None
+    return float(match.group(1)) * _RATE_UNITS[unit]
+
+
 def link_width(raw: str | None) -> int | None:
     """ "16x" or "x16" -> 16."""
     value = text(raw)

@@ -1,0 +1,326 @@
+"""What a recorded history says: utilisation distribution, idle periods, throttled time,
+energy and its cost, and plots.
+
+Every sample stands for the time until the next one (capped at three median intervals, so a
+gap while the recorder was stopped does not count as busy or idle time).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlrig.errors import InputError, MissingExtraError
+from dlrig.machine.nvml import CLOCK_EVENT_BITS
+from dlrig.monitor.history import open_history
+
+SCHEMA_NAME = "dlrig.monitor.report"
+SCHEMA_VERSION = 1
+
+# Reasons that cost performance; gpu_idle and the clock settings are not slowdowns.
+SLOWDOWN_REASONS = (
+    "sw_power_cap",
+    "hw_slowdown",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+)
+BUCKETS = ((0, 10), (10, 50), (50, 90), (90, 101))
+
+
+@dataclass(frozen=True)
+class IdlePeriod:
+    start_unix: float
+    end_unix: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end_unix - self.start_unix
+
+
+@dataclass(frozen=True)
+class GpuReport:
+    gpu: int
+    name: str | None
+    uuid: str | None
+    samples: int
+    seconds: float
+    unavailable_seconds: float
+    utilization_mean_percent: float | None
+    utilization_median_percent: float | None
+    utilization_distribution: dict[str, float]  # "0-10%" -> fraction of the time
+    sm_activity_mean_percent: float | None
+    idle_seconds: float
+    idle_periods: tuple[IdlePeriod, ...]
+    throttled_seconds: float
+    throttled_seconds_by_reason: dict[str, float]
+    memory_used_max_bytes: int | None
+    temperature_max_c: float | None
+    power_mean_watts: float | None
+    energy_kwh: float | None
+    energy_method: str | None  # counter | integrated power
+
+
+@dataclass(frozen=True)
+class HistoryReport:
+    path: str
+    from_unix: float | None
+    to_unix: float | None
+    interval_seconds: float | None
+    gpus: tuple[GpuReport, ...]
+    energy_kwh: float | None
+    price_per_kwh: float | None
+    currency: str
+    cost: float | None
+    xid_events: tuple[dict[str, Any], ...]
+    host_cpu_mean_percent: float | None
+    plots: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        document: dict[str, Any] = {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION}
+        body = asdict(self)
+        for gpu, report in zip(body["gpus"], self.gpus, strict=True):
+            gpu["idle_periods"] = [
+                {"start_unix": p.start_unix, "end_unix": p.end_unix, "seconds": p.seconds}
+                for p in report.idle_periods
+            ]
+        document.update(body)
+        return document
+
+
+def _weights(times: list[float], cap: float) -> list[float]:
+    """Seconds each sample stands for: the gap to the next one, capped; the last gets the median."""
+    weights = []
+    for i, t in enumerate(times):
+        if i + 1 < len(times):
+            weights.append(min(times[i + 1] - t, cap))
+        else:
+            weights.append(min(cap / 3.0, cap))
+    return weights
+
+
+def build(
+    path: str | Path,
+    idle_below_percent: float = 5.0,
+    idle_min_seconds: float = 60.0,
+    price_per_kwh: float | None = None,
+    currency: str = "USD",
+    since_unix: float | None = None,
+) -> HistoryReport:
+    if price_per_kwh is not None and price_per_kwh < 0:
+        raise InputError(f"--price-per-kwh {price_per_kwh} is negative", fix="give a price >= 0")
+    conn = open_history(path)
+    try:
+        where = "" if since_unix is None else " WHERE ts >= ?"
+        args: tuple[Any, ...] = () if since_unix is None else (since_unix,)
+        rows = conn.execute(
+            "SELECT ts, gpu, status, utilization, sm_activity, memory_used_bytes, power_watts, "
+            f"energy_joules, temperature_c, clocks_event_mask FROM gpu_samples{where} "
+            "ORDER BY gpu, ts",
+            args,
+        ).fetchall()
+        identities = {
+            row[0]: (row[1], row[2]) for row in conn.execute("SELECT gpu, name, uuid FROM gpus")
+        }
+        xids = conn.execute(
+            f"SELECT ts, gpu, pci_bus_id, code, count FROM xid_events{where} ORDER BY ts", args
+        ).fetchall()
+        host = conn.execute(f"SELECT AVG(cpu_percent) FROM host_samples{where}", args).fetchone()
+    finally:
+        conn.close()
+    by_gpu: dict[int, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        by_gpu.setdefault(int(row[1]), []).append(row)
+    all_times = sorted({float(r[0]) for r in rows})
+    gaps = [b - a for a, b in itertools.pairwise(all_times) if b > a]
+    interval = statistics.median(gaps) if gaps else None
+    cap = 3.0 * interval if interval else 1.0
+    reports = []
+    for gpu, gpu_rows in sorted(by_gpu.items()):
+        name, uuid = identities.get(gpu, (None, None))
+        reports.append(
+            _gpu_report(gpu, name, uuid, gpu_rows, cap, idle_below_percent, idle_min_seconds)
+        )
+    energies = [r.energy_kwh for r in reports if r.energy_kwh is not None]
+    energy = sum(energies) if energies else None
+    return HistoryReport(
+        path=str(path),
+        from_unix=all_times[0] if all_times else None,
+        to_unix=all_times[-1] if all_times else None,
+        interval_seconds=interval,
+        gpus=tuple(reports),
+        energy_kwh=energy,
+        price_per_kwh=price_per_kwh,
+        currency=currency,
+        cost=None if energy is None or price_per_kwh is None else energy * price_per_kwh,
+        xid_events=tuple(
+            {"ts_unix": x[0], "gpu": x[1], "pci_bus_id": x[2], "xid": x[3], "count": x[4]}
+            for x in xids
+        ),
+        host_cpu_mean_percent=None if host is None or host[0] is None else float(host[0]),
+    )
+
+
+def _gpu_report(
+    gpu: int,
+    name: str | None,
+    uuid: str | None,
+    rows: list[tuple[Any, ...]],
+    cap: float,
+    idle_below: float,
+    idle_min: float,
+) -> GpuReport:
+    times = [float(r[0]) for r in rows]
+    weights = _weights(times, cap)
+    total = sum(weights)
+    unavailable = sum(w for r, w in zip(rows, weights, strict=True) if r[2] != "ok")
+    util = [(float(r[3]), w) for r, w in zip(rows, weights, strict=True) if r[3] is not None]
+    util_time = sum(w for _, w in util)
+    distribution = {}
+    for low, high in BUCKETS:
+        label = f"{low}-{min(high, 100)}%"
+        share = sum(w for u, w in util if low <= u < high)
+        distribution[label] = share / util_time if util_time else 0.0
+    # Idle periods: consecutive readable samples below the threshold, long enough to matter.
+    periods: list[IdlePeriod] = []
+    start: float | None = None
+    end: float | None = None
+    for r, w in zip(rows, weights, strict=True):
+        idle = r[2] == "ok" and r[3] is not None and float(r[3]) < idle_below
+        if idle:
+            start = float(r[0]) if start is None else start
+            end = float(r[0]) + w
+        elif start is not None and end is not None:
+            if end - start >= idle_min:
+                periods.append(IdlePeriod(start, end))
+            start = end = None
+    if start is not None and end is not None and end - start >= idle_min:
+        periods.append(IdlePeriod(start, end))
+    by_reason = {reason: 0.0 for reason in SLOWDOWN_REASONS}
+    bits = {name: bit for bit, name in CLOCK_EVENT_BITS}
+    throttled = 0.0
+    for r, w in zip(rows, weights, strict=True):
+        mask = r[9]
+        if mask is None:
+            continue
+        hit = False
+        for reason in SLOWDOWN_REASONS:
+            if int(mask) & bits[reason]:
+                by_reason[reason] += w
+                hit = True
+        throttled += w if hit else 0.0
+    sm = [(float(r[4]), w) for r, w in zip(rows, weights, strict=True) if r[4] is not None]
+    power = [(float(r[6]), w) for r, w in zip(rows, weights, strict=True) if r[6] is not None]
+    energy_kwh, method = _energy(rows, power)
+    memory = [int(r[5]) for r in rows if r[5] is not None]
+    temps = [float(r[8]) for r in rows if r[8] is not None]
+    return GpuReport(
+        gpu=gpu,
+        name=name,
+        uuid=uuid,
+        samples=len(rows),
+        seconds=total,
+        unavailable_seconds=unavailable,
+        utilization_mean_percent=_weighted_mean(util),
+        utilization_median_percent=statistics.median([u for u, _ in util]) if util else None,
+        utilization_distribution=distribution,
+        sm_activity_mean_percent=_weighted_mean(sm),
+        idle_seconds=sum(p.seconds for p in periods),
+        idle_periods=tuple(periods),
+        throttled_seconds=throttled,
+        throttled_seconds_by_reason={k: v for k, v in by_reason.items() if v > 0},
+        memory_used_max_bytes=max(memory) if memory else None,
+        temperature_max_c=max(temps) if temps else None,
+        power_mean_watts=_weighted_mean(power),
+        energy_kwh=energy_kwh,
+        energy_method=method,
+    )
+
+
+def _weighted_mean(pairs: list[tuple[float, float]]) -> float | None:
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if total else None
+
+
+def _energy(
+    rows: list[tuple[Any, ...]], power: list[tuple[float, float]]
+) -> tuple[float | None, str | None]:
+    counter = [(float(r[0]), float(r[7])) for r in rows if r[7] is not None]
+    if len(counter) >= 2:
+        # Sum the increases: the counter restarts from 0 when the driver reloads.
+        joules = sum(max(b - a, 0.0) for (_, a), (_, b) in itertools.pairwise(counter))
+        return joules / 3.6e6, "counter"
+    if power:
+        return sum(p * w for p, w in power) / 3.6e6, "integrated power"
+    return None, None
+
+
+def write_plots(
+    path: str | Path, out_dir: str | Path, since_unix: float | None = None
+) -> list[str]:
+    """PNG plots of utilisation, power, temperature and memory per GPU; the files written."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.dates as mdates
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingExtraError("matplotlib", "monitor", "history plots") from None
+    from datetime import UTC, datetime
+
+    from dlrig.outputs import write_bytes_atomic
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: is not a directory", fix="give a directory for --plots")
+    out.mkdir(parents=True, exist_ok=True)
+    conn = open_history(path)
+    try:
+        where = "" if since_unix is None else " AND ts >= ?"
+        args: tuple[Any, ...] = () if since_unix is None else (since_unix,)
+        rows = conn.execute(
+            "SELECT gpu, ts, utilization, power_watts, temperature_c, memory_used_bytes "
+            f"FROM gpu_samples WHERE status = 'ok'{where} ORDER BY gpu, ts",
+            args,
+        ).fetchall()
+    finally:
+        conn.close()
+    series: dict[int, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        series.setdefault(int(row[0]), []).append(row)
+    written = []
+    for column, title, unit, filename, scale in (
+        (2, "GPU utilisation", "%", "utilization.png", 1.0),
+        (3, "Power draw", "W", "power.png", 1.0),
+        (4, "GPU temperature", "°C", "temperature.png", 1.0),
+        (5, "Memory used", "GiB", "memory.png", 1 / 2**30),
+    ):
+        figure, axes = plt.subplots(figsize=(10, 4), dpi=100)
+        for gpu, gpu_rows in sorted(series.items()):
+            points = [
+                (datetime.fromtimestamp(r[1], UTC), r[column] * scale)
+                for r in gpu_rows
+                if r[column] is not None
+            ]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                axes.plot(xs, ys, label=f"GPU {gpu}", linewidth=1)
+        axes.set_title(title)
+        axes.set_ylabel(unit)
+        axes.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
+        axes.grid(alpha=0.3)
+        if series:
+            axes.legend(loc="upper right", fontsize="small")
+        figure.autofmt_xdate()
+        target = out / filename
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        plt.close(figure)
+        write_bytes_atomic(target, buffer.getvalue())
+        written.append(str(target))
+    return written
