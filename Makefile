@@ -41,6 +41,8 @@ bench: $(VENV)/.stamp-test
 	$(BIN)/python benchmarks/fit_accuracy.py
 	$(BIN)/python benchmarks/fit_speed.py
 	$(BIN)/python benchmarks/monitor_scrape.py
+	$(BIN)/python benchmarks/storage_vs_fio.py
+	$(BIN)/python benchmarks/dataloader_search.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -6,8 +6,12 @@ Every command that takes a path reads it through here, so "missing", "a director
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dlrig.errors import InputError
 
@@ -62,3 +66,38 @@ def read_text(path: Path | str, what: str, max_bytes: int) -> str:
             fix=f"give the {what} as UTF-8 text (e.g. `iconv -t utf-8`)",
         )
     return text
+
+
+def load_factory(target: str, returns: str, example: str) -> Callable[[], Any]:
+    """The callable named by a user's `package.module:factory` (the current directory is
+    importable, as with `python -m`); InputError when it cannot be imported or found."""
+    module_name, _, factory_name = target.partition(":")
+    if not module_name or not factory_name:
+        raise InputError(f"{target!r}: not package.module:factory", fix=f"e.g. {example}")
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - the user's module: report whatever it raised
+        raise InputError(
+            f"{module_name}: cannot import it ({type(exc).__name__}: {exc})",
+            fix="check the module path and PYTHONPATH",
+        ) from None
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise InputError(
+            f"{target}: {module_name} has no callable {factory_name!r}",
+            fix=f"name a function or class that returns {returns}",
+        )
+    return factory  # type: ignore[no-any-return]
+
+
+def call_factory(target: str, factory: Callable[[], Any]) -> Any:
+    """Call a user's factory; whatever it raises becomes one clear InputError."""
+    try:
+        return factory()
+    except Exception as exc:  # noqa: BLE001 - the user's code: report whatever it raised
+        raise InputError(
+            f"{target}: the factory raised {type(exc).__name__}: {exc}",
+            fix="fix the factory, or call it yourself to see the traceback",
+        ) from None

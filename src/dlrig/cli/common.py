@@ -33,3 +33,11 @@ def console(stderr: bool = False) -> Any:
     probe = Console(stderr=stderr)
     # In pipes and files keep lines whole: a wrapped fix command cannot be pasted.
     return Console(stderr=stderr, highlight=False, soft_wrap=not probe.is_terminal)
+
+
+def console_wide() -> Any:
+    """The console; in files and pipes wide enough that table rows are never cut."""
+    out = console()
+    if not out.is_terminal:
+        out.width = max(out.width, 150)
+    return out

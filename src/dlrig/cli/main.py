@@ -8,6 +8,7 @@ import sys
 import click
 
 from dlrig import __version__
+from dlrig.cli.bench import bench_command
 from dlrig.cli.diagnose import diagnose_command
 from dlrig.cli.doctor import doctor_command
 from dlrig.cli.fit import fit_command
@@ -25,6 +26,7 @@ cli.add_command(doctor_command)
 cli.add_command(diagnose_command)
 cli.add_command(fit_command)
 cli.add_command(monitor_command)
+cli.add_command(bench_command)
 
 
 def main(argv: list[str] | None = None) -> None:

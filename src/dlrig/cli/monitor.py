@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from dlrig.cli.common import console, json_option, print_json
+from dlrig.cli.common import console, console_wide, json_option, print_json
 from dlrig.errors import DlrigError, InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -70,14 +70,6 @@ def _open(
             f"--interval {interval} is out of range", fix="give seconds between 0.05 and 3600"
         )
     return monitor.open_source(replay, replay_state, frame_seconds, replicate)
-
-
-def console_wide() -> Any:
-    """The console; in files and pipes wide enough that a row per GPU is never cut."""
-    out = console()
-    if not out.is_terminal:
-        out.width = max(out.width, 150)
-    return out
 
 
 def _run_until_signal(seconds: float | None, stop: threading.Event | None = None) -> None:

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib
 import re
-import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from dlrig.errors import InputError
+from dlrig.inputs import call_factory, load_factory
 
 TASKS = ("image_classification", "causal_lm", "bert_pretraining", "seq2seq", "custom")
 
@@ -227,8 +225,7 @@ def parse_input_spec(spec: str) -> list[tuple[str, torch.dtype, list[str]]]:
 
 
 def custom_workload(target: str, input_spec: str | None) -> Workload:
-    module_name, _, factory_name = target.partition(":")
-    if not module_name or not factory_name:
+    if ":" not in target:
         raise InputError(
             f"{target!r}: not a preset and not package.module:factory",
             fix="e.g. mypkg.models:make_model",
@@ -239,30 +236,10 @@ def custom_workload(target: str, input_spec: str | None) -> Workload:
             fix="e.g. --input 'x:float32[B,3,224,224],y:int64[B]'",
         )
     spec = parse_input_spec(input_spec)
-    if "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - the user's module: report whatever it raised
-        raise InputError(
-            f"{module_name}: cannot import it ({type(exc).__name__}: {exc})",
-            fix="check the module path and PYTHONPATH",
-        ) from None
-    factory = getattr(module, factory_name, None)
-    if not callable(factory):
-        raise InputError(
-            f"{target}: {module_name} has no callable {factory_name!r}",
-            fix="name a function or class that returns an nn.Module",
-        )
+    factory = load_factory(target, "an nn.Module", "mypkg.models:make_model")
 
     def build() -> torch.nn.Module:
-        try:
-            model = factory()
-        except Exception as exc:  # noqa: BLE001
-            raise InputError(
-                f"{target}: the factory raised {type(exc).__name__}: {exc}",
-                fix="fix the factory, or call it yourself to see the traceback",
-            ) from None
+        model = call_factory(target, factory)
         if not isinstance(model, torch.nn.Module):
             raise InputError(
                 f"{target}: the factory returned {type(model).__name__}, not a torch.nn.Module",

@@ -1,0 +1,178 @@
+"""`dlrig bench`: measure each part of the server against what it should do, and say what to change.
+
+Python API, one function per part plus the suite:
+
+    from dlrig import bench
+    device = bench.pick_device()
+    bench.compute.run(device)                          # matmul TFLOP/s per dtype vs peak
+    bench.memory.run(device)                           # device copy, host<->device vs PCIe
+    bench.comms.run(device, processes=2)               # collectives: time, algbw, busbw
+    bench.storage.run("/data/imagenet")                # seq/random reads, MB/s, IOPS (+ fio)
+    results, search = bench.dataloader.run("mypkg.data:make_dataset")
+    report = bench.run(["compute", "memory"])          # the suite, with the machine snapshot
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlrig.bench import comms, compute, dataloader, memory, storage
+from dlrig.bench.device import BenchDevice
+from dlrig.bench.device import pick as pick_device
+from dlrig.bench.results import BenchResult, Progress, no_progress
+from dlrig.errors import InputError
+from dlrig.machine.model import Gpu, Machine
+
+__all__ = [
+    "PARTS",
+    "BenchOptions",
+    "BenchReport",
+    "BenchResult",
+    "comms",
+    "compute",
+    "dataloader",
+    "memory",
+    "pick_device",
+    "run",
+    "storage",
+]
+
+SCHEMA_NAME = "dlrig.bench"
+SCHEMA_VERSION = 1
+PARTS = ("compute", "memory", "comms", "storage", "dataloader")
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    device: str = "auto"  # auto | cuda | cpu
+    gpu_index: int = 0
+    path: str | None = None  # storage: a dataset directory (test file) or a file to read
+    size_bytes: int = 1 << 30  # storage test file
+    random_seconds: float = 5.0
+    with_fio: bool = True
+    dataset: str | None = None  # dataloader: module:factory; None = synthetic images
+    batch_size: int = 64
+    processes: int | None = None  # comms: local ranks (default: GPUs, or 2 on the CPU)
+    quick: bool = False  # fewer sizes and shorter trials
+
+
+@dataclass
+class BenchReport:
+    machine: Machine | None
+    device: BenchDevice | None
+    results: list[BenchResult] = field(default_factory=list)
+    searches: dict[str, Any] = field(default_factory=dict)  # dataloader search, for plots
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_NAME,
+            "schema_version": SCHEMA_VERSION,
+            "machine": self.machine.to_dict() if self.machine is not None else None,
+            "device": None
+            if self.device is None
+            else {
+                "kind": self.device.kind,
+                "index": self.device.index,
+                "name": self.device.name,
+                "catalogue_id": self.device.spec.id if self.device.spec else None,
+            },
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+def _gpu_of(machine: Machine | None, device: BenchDevice) -> Gpu | None:
+    if machine is None or not machine.gpus or device.kind != "cuda":
+        return None
+    # torch and NVML number GPUs alike when CUDA_DEVICE_ORDER=PCI_BUS_ID; match by name too.
+    for gpu in machine.gpus:
+        if gpu.index == device.index and gpu.name == device.name:
+            return gpu
+    return None
+
+
+def run(
+    parts: Sequence[str] = (),
+    options: BenchOptions | None = None,
+    machine: Machine | None = None,
+    progress: Progress = no_progress,
+) -> BenchReport:
+    """Run `parts` (all of them by default) and return every result, in part order."""
+    options = options or BenchOptions()
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise InputError(f"no bench part named {unknown[0]!r}", fix=f"pick from {', '.join(PARTS)}")
+    chosen = [p for p in PARTS if not parts or p in parts]
+    needs_torch = any(p in chosen for p in ("compute", "memory", "comms", "dataloader"))
+    device = pick_device(options.device, options.gpu_index) if needs_torch else None
+    if (
+        device is not None
+        and device.kind == "cpu"
+        and machine
+        and machine.cpu
+        and machine.cpu.model
+    ):
+        device = dataclasses.replace(device, name=machine.cpu.model)
+    if options.path is None and "storage" in parts:
+        raise InputError("bench storage needs --path", fix="give the dataset's directory")
+    report = BenchReport(machine, device)
+    for part in chosen:
+
+        def step(label: str, fraction: float, part: str = part) -> None:
+            progress(f"{part}: {label}" if not label.startswith(part) else label, fraction)
+
+        if part == "compute":
+            assert device is not None
+            report.results += compute.run(
+                device, seconds_per_size=0.2 if options.quick else 0.5, progress=step
+            )
+        elif part == "memory":
+            assert device is not None
+            report.results += memory.run(device, _gpu_of(machine, device), progress=step)
+        elif part == "comms":
+            assert device is not None
+            sizes = (
+                (comms.GLOO_SIZES[:4] if device.kind == "cpu" else comms.NCCL_SIZES[:3])
+                if options.quick
+                else None
+            )
+            nvlink = device.spec.nvlink_gbs if device.spec and device.spec.has_nvlink else None
+            report.results += comms.run(
+                device, options.processes, sizes, iterations=5 if options.quick else 10,
+                nvlink_gbs=nvlink, progress=step,
+            )  # fmt: skip
+        elif part == "storage":
+            if options.path is None:
+                report.results.append(
+                    BenchResult(
+                        "storage",
+                        "seq_read",
+                        None,
+                        "MB/s",
+                        verdict="skip",
+                        note="give --path DATASET_DIR to measure the storage the data is on",
+                    )
+                )
+                continue
+            report.results += storage.run(
+                options.path,
+                options.size_bytes,
+                options.random_seconds,
+                with_fio=options.with_fio,
+                progress=step,
+            )
+        elif part == "dataloader":
+            cuda = device.torch_device if device is not None and device.kind == "cuda" else None
+            results, search = dataloader.run(
+                options.dataset,
+                options.batch_size,
+                cuda,
+                trial_seconds=0.5 if options.quick else 1.5,
+                batches_per_epoch=4 if options.quick else 10,
+                progress=step,
+            )
+            report.results += results
+            report.searches["dataloader"] = search
+    return report

@@ -1,0 +1,65 @@
+"""Which device the benchmarks run on, and what the catalogue says it should do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dlrig.errors import InputError, MissingExtraError
+from dlrig.knowledge import gpus
+from dlrig.knowledge.gpus import GpuSpec
+
+
+def torch_module() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise MissingExtraError("torch", "torch", "dlrig bench") from None
+    return torch
+
+
+@dataclass(frozen=True)
+class BenchDevice:
+    kind: str  # cuda | cpu
+    index: int
+    name: str
+    spec: GpuSpec | None  # the catalogue's entry for a GPU, when it knows it
+    compute_capability: tuple[int, int] | None = None
+
+    @property
+    def torch_device(self) -> str:
+        return f"cuda:{self.index}" if self.kind == "cuda" else "cpu"
+
+    def synchronize(self) -> None:
+        if self.kind == "cuda":
+            torch_module().cuda.synchronize(self.index)
+
+
+def pick(requested: str = "auto", index: int = 0) -> BenchDevice:
+    """The GPU `index` when CUDA works (or `requested` is "cuda"), else the CPU."""
+    if requested not in ("auto", "cuda", "cpu"):
+        raise InputError(f"--device {requested!r} is not auto, cuda or cpu", fix="pick one")
+    torch = torch_module()
+    cuda = requested != "cpu" and torch.cuda.is_available()
+    if requested == "cuda" and not cuda:
+        raise InputError(
+            "--device cuda: torch cannot use a GPU here",
+            fix="run `dlrig doctor` to see why, or drop --device to measure the CPU",
+        )
+    if not cuda:
+        import platform
+
+        return BenchDevice("cpu", 0, platform.processor() or platform.machine(), None)
+    if index >= torch.cuda.device_count():
+        raise InputError(
+            f"--gpu {index}: this machine has {torch.cuda.device_count()} GPU(s)",
+            fix="give an index from 0",
+        )
+    name = torch.cuda.get_device_name(index)
+    return BenchDevice(
+        "cuda",
+        index,
+        name,
+        gpus.catalogue().resolve(name),
+        tuple(torch.cuda.get_device_capability(index)),
+    )

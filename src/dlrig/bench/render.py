@@ -1,0 +1,47 @@
+"""The readable summary of a bench report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlrig.bench import BenchReport
+
+_STYLE = {"ok": "green", "low": "bold red", "info": "cyan", "skip": "dim", "fail": "red"}
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if value < 10 else f"{value:.1f}"
+
+
+def render(report: BenchReport, out: Any) -> None:
+    from rich.table import Table
+
+    if report.device is not None:
+        where = report.device.spec.id if report.device.spec else report.device.name
+        out.print(f"[bold]dlrig bench[/bold] on {report.device.kind} ({where})")
+    table = Table(expand=False)
+    for column in ("part", "test", "measured", "expected", "%", "verdict"):
+        table.add_column(column, no_wrap=True)
+    for r in report.results:
+        table.add_row(
+            r.part,
+            r.test,
+            f"{_number(r.value)} {r.unit}",
+            f"{_number(r.expected)} {r.unit}" if r.expected else "-",
+            "-" if r.percent is None else f"{r.percent:.0f}%",
+            f"[{_STYLE.get(r.verdict, '')}]{r.verdict}[/]",
+        )
+    out.print(table)
+    shown: set[str] = set()
+    for r in report.results:
+        paste = (r.part, r.test) == ("dataloader", "best_settings")
+        if r.fix and (r.verdict == "low" or paste) and r.fix not in shown:
+            shown.add(r.fix)
+            out.print(f"[bold]{r.part} {r.test}[/bold] {'paste' if paste else 'fix'}: {r.fix}")
+    for r in report.results:
+        if r.note:
+            out.print(f"[dim]{r.part} {r.test}: {r.note}[/dim]")

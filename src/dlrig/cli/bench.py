@@ -1,0 +1,140 @@
+"""`dlrig bench`: does each part of the server perform as it should?"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dlrig.cli.common import console, console_wide, json_option, print_json
+
+
+@click.command("bench")
+@click.argument("parts", nargs=-1)
+@click.option(
+    "--path",
+    help="storage: the dataset's directory (a test file is written and "
+    "removed there) or an existing file to read.",
+)
+@click.option("--size", default="1G", show_default=True, help="storage: test file size.")
+@click.option(
+    "--random-seconds",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="storage: duration of the random-read test.",
+)
+@click.option("--no-fio", is_flag=True, help="storage: do not run fio beside dlrig's reader.")
+@click.option(
+    "--dataset",
+    help="dataloader: your Dataset as package.module:factory "
+    "(default: synthetic ImageNet-like JPEGs).",
+)
+@click.option("--batch-size", type=int, default=64, show_default=True, help="dataloader batch.")
+@click.option("--processes", type=int, help="comms: local ranks (default: the GPUs, or 2 on CPU).")
+@click.option(
+    "--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True
+)
+@click.option(
+    "--gpu",
+    "gpu_index",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Which GPU (compute, memory).",
+)
+@click.option("--quick", is_flag=True, help="Fewer sizes and shorter trials.")
+@click.option("--out", "out_dir", help="Write bench.json and PNG plots into DIR.")
+@json_option
+def bench_command(
+    parts: tuple[str, ...],
+    path: str | None,
+    size: str,
+    random_seconds: float,
+    no_fio: bool,
+    dataset: str | None,
+    batch_size: int,
+    processes: int | None,
+    device: str,
+    gpu_index: int,
+    quick: bool,
+    out_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Measure PARTS (compute, memory, comms, storage, dataloader; default: all) against what
+    they should do, with the fix when one falls short."""
+    from dlrig import bench
+    from dlrig.bench import comms, plots, storage
+    from dlrig.errors import InputError
+    from dlrig.outputs import write_text_atomic
+
+    if random_seconds <= 0:
+        raise InputError("--random-seconds must be positive", fix="e.g. --random-seconds 5")
+    if processes is not None and processes < 2:
+        raise InputError(f"--processes {processes}: collectives need 2 or more", fix="e.g. 2")
+    options = bench.BenchOptions(
+        device=device,
+        gpu_index=gpu_index,
+        path=path,
+        size_bytes=storage.parse_size(size),
+        random_seconds=random_seconds,
+        with_fio=not no_fio,
+        dataset=dataset,
+        batch_size=batch_size,
+        processes=processes,
+        quick=quick,
+    )
+    if comms.launched_by_torchrun():
+        # Under torchrun every rank runs this; rank 0 alone reports.
+        report = bench.run(["comms"], options)
+        import os
+
+        if os.environ.get("RANK", "0") == "0":
+            _print(report, as_json)
+        return
+    from dlrig.machine import probe
+
+    machine = probe.collect()
+    report = _run_with_progress(bench, parts, options, machine, as_json)
+    if out_dir:
+        directory = Path(out_dir)
+        written = plots.write(report.results, directory)
+        write_text_atomic(directory / "bench.json", json.dumps(report.to_dict(), indent=2) + "\n")
+        if not as_json:
+            console(stderr=True).print(
+                f"wrote {directory / 'bench.json'}" + "".join(f", {w}" for w in written)
+            )
+    _print(report, as_json)
+
+
+def _run_with_progress(
+    bench: Any, parts: tuple[str, ...], options: Any, machine: Any, quiet: bool
+) -> Any:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
+        task = bar.add_task("starting", total=1.0)
+
+        def progress(label: str, fraction: float) -> None:
+            bar.update(task, description=label, completed=fraction)
+
+        return bench.run(parts, options, machine, progress)
+
+
+def _print(report: Any, as_json: bool) -> None:
+    if as_json:
+        print_json(report.to_dict())
+        return
+    from dlrig.bench.render import render
+
+    render(report, console_wide())

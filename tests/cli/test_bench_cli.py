@@ -1,0 +1,79 @@
+"""`dlrig bench` from the command line: the JSON document, plots, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+
+def _one_line_error(result: subprocess.CompletedProcess, code: int = 2) -> str:
+    assert result.returncode == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_json_document_and_plots(run_dlrig, tmp_path) -> None:
+    out = tmp_path / "out"
+    result = run_dlrig(
+        "bench", "compute", "comms", "storage", "--quick", "--json", "--path", str(tmp_path),
+        "--size", "32M", "--random-seconds", "0.3", "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["schema"] == "dlrig.bench" and document["schema_version"] == 1
+    assert document["machine"]["schema"] == "dlrig.machine"
+    keys = {"part", "test", "value", "unit", "expected", "percent", "verdict", "fix"}
+    assert all(keys <= set(r) for r in document["results"])
+    tests = {(r["part"], r["test"]) for r in document["results"]}
+    assert {("compute", "fp32_matmul"), ("comms", "all_reduce"), ("storage", "seq_read")} <= tests
+    storage = {r["test"]: r for r in document["results"] if r["part"] == "storage"}
+    assert storage["seq_read"]["unit"] == storage["random_read"]["unit"] == "MB/s"
+    assert json.loads((out / "bench.json").read_text()) == document
+    assert {p.name for p in out.glob("*.png")} == {"compute.png", "comms.png", "storage.png"}
+    assert not list(tmp_path.glob(".dlrig-bench-*"))  # the test file is gone
+
+
+def test_text_report_gives_the_dataloader_line(run_dlrig) -> None:
+    result = run_dlrig(
+        "bench", "dataloader", "--quick", "--dataset", "tests.data.custom_datasets:make_squares",
+        "--batch-size", "32",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "dataloader best_settings paste: DataLoader(dataset, batch_size=32" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nonsense"], "no bench part named 'nonsense'"),
+        (["storage"], "bench storage needs --path"),
+        (["storage", "--path", "/nonexistent/data"], "/nonexistent/data: no such file"),
+        (["storage", "--path", ".", "--size", "huge"], "--size 'huge' is not a size"),
+        (["comms", "--processes", "1"], "--processes 1: collectives need 2 or more"),
+        (
+            ["dataloader", "--dataset", "tests.data.custom_datasets:make_raising"],
+            "the factory raised FileNotFoundError: /data/imagenet/train: no such directory",
+        ),
+        (
+            ["dataloader", "--dataset", "tests.data.custom_datasets:make_broken", "--quick"],
+            "reading a batch failed (KeyError",
+        ),
+        (["compute", "--device", "cuda"], "--device cuda: torch cannot use a GPU here"),
+    ],
+)
+def test_bad_input_gets_one_line_and_exit_2(run_dlrig, args: list[str], message: str) -> None:
+    if "cuda" in args:
+        torch = pytest.importorskip("torch")
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU")
+    line = _one_line_error(run_dlrig("bench", *args))
+    assert message in line and "fix:" in line
+
+
+def test_no_room_for_the_test_file_leaves_nothing_behind(run_dlrig, tmp_path) -> None:
+    line = _one_line_error(run_dlrig("bench", "storage", "--path", str(tmp_path), "--size", "900T"))
+    assert "no room for the" in line
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,169 @@
+"""`dlrig bench` parts on this machine's CPU, disk and processes (no GPU here)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dlrig.bench import comms, compute, dataloader, memory, results, storage
+from dlrig.bench.device import BenchDevice, pick
+from dlrig.errors import InputError
+from dlrig.knowledge import gpus, pcie
+
+
+def test_compute_on_cpu_measures_each_dtype_over_sizes() -> None:
+    found = compute.run(pick("cpu"), sizes=(64, 128), seconds_per_size=0.05)
+    assert [r.test for r in found] == ["fp32_matmul", "bf16_matmul"]
+    for r in found:
+        assert r.unit == "TFLOP/s" and r.value is not None and r.value > 0
+        assert set(r.detail["tflops_by_size"]) == {"64", "128"}
+        assert r.verdict == "info" and r.expected is None  # the catalogue has no CPU peaks
+
+
+def test_gpu_dtypes_follow_compute_capability() -> None:
+    h200 = BenchDevice("cuda", 0, "NVIDIA H200", gpus.catalogue().resolve("NVIDIA H200"), (9, 0))
+    v100 = BenchDevice("cuda", 0, "Tesla V100-SXM2-16GB", None, (7, 0))
+    assert compute.dtypes_for(h200) == ("fp32", "tf32", "fp16", "bf16", "fp8")
+    assert compute.dtypes_for(v100) == ("fp32", "fp16")
+
+
+def test_verdicts_against_the_catalogue_peak() -> None:
+    peak = gpus.catalogue().resolve("NVIDIA H200").peak_tflops("bf16")  # type: ignore[union-attr]
+    # bf16 on an H200 was measured near 790 TFLOP/s (80% of the 989.5 dense peak): ok.
+    ok = results.judged("compute", "bf16_matmul", 790.0, "TFLOP/s", peak, 60.0, "fix", "n")
+    assert ok.verdict == "ok" and ok.fix is None and ok.percent == pytest.approx(79.8, abs=0.1)
+    low = results.judged(
+        "compute", "bf16_matmul", 400.0, "TFLOP/s", peak, 60.0, "fix it", "n", "gpu_throttling"
+    )
+    assert (low.verdict, low.fix, low.cause) == ("low", "fix it", "gpu_throttling")
+
+
+def test_pcie_link_rates() -> None:
+    assert pcie.link_gbs_per_direction(4, 16) == pytest.approx(31.5, abs=0.01)
+    assert pcie.link_gbs_per_direction(3, 8) == pytest.approx(7.88, abs=0.01)
+    assert pcie.link_gbs_per_direction(None, 16) is None
+
+
+def test_host_memory_copy_on_cpu() -> None:
+    [copy] = memory.run(pick("cpu"), repeats=2)
+    assert copy.test == "host_copy" and copy.unit == "GB/s" and copy.value > 1  # type: ignore[operator]
+
+
+def test_gloo_collectives_with_two_processes() -> None:
+    found = comms.run(pick("cpu"), processes=2, sizes=(1 << 12, 1 << 16, 1 << 20), iterations=3)
+    assert [r.test for r in found] == list(comms.OPS)
+    for r in found:
+        assert r.detail["backend"] == "gloo" and r.detail["ranks"] == 2
+        rows = r.detail["sizes"]
+        assert len(rows) == 3 and all(row["time_us"] > 0 for row in rows)
+        factor = comms.bus_factor(r.test, 2)
+        for row in rows:
+            assert row["busbw_gbs"] == pytest.approx(row["algbw_gbs"] * factor, rel=0.01)
+    assert comms.bus_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert comms.bus_factor("all_gather", 8) == pytest.approx(0.875)
+
+
+def _leftovers(directory: Path) -> list[str]:
+    return [p.name for p in directory.iterdir() if p.name.startswith(".dlrig-bench-")]
+
+
+def test_storage_reads_a_test_file_and_removes_it(tmp_path) -> None:
+    found = storage.run(tmp_path, size=32 << 20, random_seconds=0.3)
+    assert [r.test for r in found] == ["seq_read", "random_read"]
+    for r in found:
+        assert r.unit == "MB/s" and r.value > 0 and r.expected == storage.NEEDED_MB_S  # type: ignore[operator]
+        assert r.detail["iops"] > 0
+        if shutil.which("fio"):
+            assert r.detail["fio_mb_s"] > 0
+    assert _leftovers(tmp_path) == []
+
+
+def test_storage_reads_an_existing_file_without_writing(tmp_path) -> None:
+    data = tmp_path / "shard-0000.tar"
+    data.write_bytes(os.urandom(20 << 20))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    found = storage.run(data, random_seconds=0.2, with_fio=False)
+    assert {r.test for r in found} == {"seq_read", "random_read"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_storage_bad_input(tmp_path) -> None:
+    with pytest.raises(InputError, match="no such file or directory"):
+        storage.run(tmp_path / "missing")
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(InputError, match="no room for the"):
+        storage.run(tmp_path, size=free + (1 << 40))
+    assert _leftovers(tmp_path) == []
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"x" * 1000)
+    with pytest.raises(InputError, match="too small to measure"):
+        storage.run(small)
+    with pytest.raises(InputError, match="not a size"):
+        storage.parse_size("lots")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_storage_unwritable_directory(tmp_path) -> None:
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        with pytest.raises(InputError, match="cannot write a test file here"):
+            storage.run(locked, size=32 << 20)
+    finally:
+        locked.chmod(0o755)
+
+
+def test_dataloader_search_on_a_user_dataset() -> None:
+    dataset = dataloader.load_dataset("tests.data.custom_datasets:make_squares")
+    runner = dataloader.TrialRunner(dataset, 32, batches_per_epoch=3, trial_seconds=0.1)
+    found = dataloader.search(runner, cores=2, cuda=False)
+    assert found.default is not None and found.default.settings.num_workers == 0
+    assert found.best.samples_per_s >= max(t.samples_per_s for t in found.trials) - 1e-9
+    tried = [t.settings.num_workers for t in found.trials]
+    assert tried[:2] == [0, 1]
+    line = found.best.settings.line(32)
+    assert line.startswith("DataLoader(dataset, batch_size=32, shuffle=True, num_workers=")
+
+
+def test_dataloader_grid_covers_every_combination() -> None:
+    dataset = dataloader.load_dataset("tests.data.custom_datasets:make_squares")
+    runner = dataloader.TrialRunner(dataset, 64, batches_per_epoch=1, trial_seconds=0.0)
+    full = dataloader.grid(runner, cores=1, cuda=False)
+    # 1 worker-less setting + workers {1, 2} x prefetch {2, 4, 8} x persistent {no, yes}
+    assert len(full.trials) == 1 + 2 * 3 * 2
+    assert dataloader.worker_counts(6) == [1, 2, 4, 6, 8]
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("tests.data.custom_datasets:make_raising", "the factory raised FileNotFoundError"),
+        ("tests.data.custom_datasets:make_not_a_dataset", "returned int, not a Dataset"),
+        ("tests.data.custom_datasets:nothing", "has no callable 'nothing'"),
+        ("tests.data.no_such_module:f", "cannot import it"),
+        ("no-colon", "not package.module:factory"),
+    ],
+)
+def test_dataloader_bad_factories(target: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        dataloader.load_dataset(target)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dataloader_dataset_that_raises_while_loading(workers: int) -> None:
+    dataset = dataloader.load_dataset("tests.data.custom_datasets:make_broken")
+    runner = dataloader.TrialRunner(dataset, 8, batches_per_epoch=1, trial_seconds=0.0, label="x")
+    settings = dataloader.LoaderSettings(workers, 2 if workers else None, False, bool(workers))
+    with pytest.raises(InputError, match=r"reading a batch failed \(KeyError"):
+        runner.run(settings)
+
+
+def test_synthetic_images_look_like_imagenet_samples() -> None:
+    data = dataloader.SyntheticImages(length=10)
+    image, label = data[3]
+    assert tuple(image.shape) == (3, 224, 224) and 0 <= label < 1000
+    assert all(40_000 < len(jpeg) < 150_000 for jpeg in data.images)  # ImageNet-sized JPEGs
