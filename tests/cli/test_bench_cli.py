@@ -62,6 +62,9 @@ def test_text_report_gives_the_dataloader_line(run_dlrig) -> None:
             "reading a batch failed (KeyError",
         ),
         (["compute", "--device", "cuda"], "--device cuda: torch cannot use a GPU here"),
+        (["storage", "--path", ".", "--random-seconds", "nan"], "is not a positive duration"),
+        (["storage", "--path", ".", "--size", "infG"], "--size 'infG' is not a size"),
+        (["compute", "--out", "README.md"], "--out README.md: is not a directory"),
     ],
 )
 def test_bad_input_gets_one_line_and_exit_2(run_dlrig, args: list[str], message: str) -> None:
@@ -76,4 +79,28 @@ def test_bad_input_gets_one_line_and_exit_2(run_dlrig, args: list[str], message:
 def test_no_room_for_the_test_file_leaves_nothing_behind(run_dlrig, tmp_path) -> None:
     line = _one_line_error(run_dlrig("bench", "storage", "--path", str(tmp_path), "--size", "900T"))
     assert "no room for the" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_during_storage_removes_the_test_file(tmp_path) -> None:
+    import os
+    import signal
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dlrig", "bench", "storage", "--path", str(tmp_path),
+         "--size", "2G", "--no-fio"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={k: v for k, v in os.environ.items() if k != "DLRIG_DEBUG"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".dlrig-bench-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp_path.glob(".dlrig-bench-*")), "the test file never appeared"
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and "interrupted" in err
     assert list(tmp_path.iterdir()) == []

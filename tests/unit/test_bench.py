@@ -73,9 +73,12 @@ def _leftovers(directory: Path) -> list[str]:
 def test_storage_reads_a_test_file_and_removes_it(tmp_path) -> None:
     found = storage.run(tmp_path, size=32 << 20, random_seconds=0.3)
     assert [r.test for r in found] == ["seq_read", "random_read"]
+    seq, rnd = found
+    assert seq.expected == storage.NEEDED_MB_S and seq.verdict in ("ok", "low")
+    assert rnd.expected is None and rnd.verdict == "info"  # one read at a time: informs only
     for r in found:
-        assert r.unit == "MB/s" and r.value > 0 and r.expected == storage.NEEDED_MB_S  # type: ignore[operator]
-        assert r.detail["iops"] > 0
+        assert r.unit == "MB/s" and r.value > 0  # type: ignore[operator]
+        assert r.detail["iops"] > 0 and r.detail["filesystem"]
         if shutil.which("fio"):
             assert r.detail["fio_mb_s"] > 0
     assert _leftovers(tmp_path) == []
@@ -167,3 +170,11 @@ def test_synthetic_images_look_like_imagenet_samples() -> None:
     image, label = data[3]
     assert tuple(image.shape) == (3, 224, 224) and 0 <= label < 1000
     assert all(40_000 < len(jpeg) < 150_000 for jpeg in data.images)  # ImageNet-sized JPEGs
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm")
+def test_storage_on_tmpfs_is_not_judged_as_a_disk() -> None:
+    found = storage.run("/dev/shm", size=32 << 20, random_seconds=0.2, with_fio=False)
+    assert {r.verdict for r in found} == {"info"}
+    assert all("keeps files in RAM" in (r.note or "") for r in found)
+    assert _leftovers(Path("/dev/shm")) == []

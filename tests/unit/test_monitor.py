@@ -127,7 +127,7 @@ class _Faulty:
     def advance(self, now: float) -> None:
         self.inner.advance(now)
 
-    def close(self) -> None:
+    def close(self, calls_in_flight: bool = False) -> None:
         for event in self.hang.values():
             event.set()
 
@@ -342,3 +342,20 @@ def test_replay_reads_a_query_gpu_csv(tmp_path) -> None:
     assert gpu.power_draw_watts == pytest.approx(627.40)
     assert gpu.memory_used_bytes == 32362 * MIB
     assert source.info.driver_version == "590.48.01"
+
+
+def test_report_does_not_count_gaps_in_the_recording(tmp_path) -> None:
+    # Two minutes of the idle H200, a week with the recorder stopped, two more minutes.
+    idle, _ = ReplaySource([H200]).frames
+    db = str(tmp_path / "gap.db")
+    writer = history.HistoryWriter(db)
+    t0 = 1_700_000_000.0
+    times = [t0 + i for i in range(120)] + [t0 + 7 * 86400 + i for i in range(120)]
+    for n, ts in enumerate(times):
+        writer.write(Sample(ts, 0.0, (GpuReading(0, "ok", idle.gpus[0]),), None, (), n + 1))
+    writer.close()
+    [gpu] = report.build(db, idle_min_seconds=30).gpus
+    assert gpu.seconds == pytest.approx(240, abs=3)
+    assert [round(p.seconds) for p in gpu.idle_periods] == [120, 120]
+    # "power.draw [W] = 77.71 W" for 240 s, not for a week
+    assert gpu.energy_kwh == pytest.approx(77.71 * 240 / 3.6e6, rel=0.02)

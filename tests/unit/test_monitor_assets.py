@@ -67,3 +67,20 @@ def test_dashboard_panels_have_unique_ids_and_datasource_variable() -> None:
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     assert {v["name"] for v in dashboard["templating"]["list"]} == {"datasource", "instance", "gpu"}
+
+
+def test_counter_metadata_names_the_series_it_describes() -> None:
+    source = ReplaySource([NVSMI / "h200-capture-idle-load.txt"], state="load")
+    source.advance(0.0)
+    gpu = dataclasses.replace(source.read_gpu(0), energy_consumed_joules=5.0)
+    sample = Sample(1.0, 0.001, (GpuReading(0, "ok", gpu),), None, (), 1)
+    text = render(sample, source.info, ExporterOptions(), object()).decode()
+    types = {f.name: f.type for f in text_string_to_metric_families(text)}
+    assert types["dlrig_gpu_energy_joules"] == "counter"
+    assert types["dlrig_gpu_ecc_errors"] == "counter"
+    assert "_total_total" not in text
+    dcgm = render(sample, source.info, ExporterOptions(dcgm_names=True), object()).decode()
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n" in dcgm
+    assert "\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{" in dcgm  # dcgm-exporter's bare name
+    assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total" not in dcgm
+    assert "dlrig_gpu_info{" in dcgm  # identity and host metrics stay in DCGM mode

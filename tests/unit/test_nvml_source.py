@@ -68,7 +68,7 @@ class RecordedNvml:
     def nvmlDeviceGetCudaComputeCapability(self, handle: str) -> tuple[int, int]:
         return (9, 0)
 
-    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, handle: str, version: int | None = None) -> Any:
         if self.lost:
             raise REAL.NVMLError(REAL.NVML_ERROR_GPU_IS_LOST)
         return SimpleNamespace(total=143771 * MIB, used=32362 * MIB, free=110796 * MIB)
@@ -237,3 +237,24 @@ def test_nvml_gpu_is_lost_raises_gpu_lost(monkeypatch) -> None:
             source.read_gpu(0)
     finally:
         source.close()
+
+
+def test_xid_watcher_survives_a_gpu_that_is_lost(monkeypatch) -> None:
+    # Xid 79: by the time the event is read the GPU no longer answers NVML at all.
+    fake = RecordedNvml()
+    monkeypatch.setattr(nvml_gate, "_module", lambda: fake)
+    source = NvmlSource()
+    try:
+        fake.lost = True
+        fake.nvmlDeviceGetPciInfo = fake._unsupported  # type: ignore[method-assign]
+        assert fake.xid_delivered.wait(5)
+        events = []
+        for _ in range(100):
+            events += source.drain_xid()
+            if events:
+                break
+            threading.Event().wait(0.02)
+        assert source._xid_thread is not None and source._xid_thread.is_alive()
+    finally:
+        source.close()
+    assert [e.code for e in events] == [119]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlrig.bench import comms, compute, dataloader, memory, storage
-from dlrig.bench.device import BenchDevice
+from dlrig.bench.device import BenchDevice, torch_module
 from dlrig.bench.device import pick as pick_device
 from dlrig.bench.results import BenchResult, Progress, no_progress
 from dlrig.errors import InputError
@@ -83,12 +83,76 @@ class BenchReport:
         }
 
 
+def _run_part(
+    part: str,
+    device: BenchDevice | None,
+    options: BenchOptions,
+    machine: Machine | None,
+    report: BenchReport,
+    step: Progress,
+) -> list[BenchResult]:
+    if part == "compute":
+        assert device is not None
+        return compute.run(device, seconds_per_size=0.2 if options.quick else 0.5, progress=step)
+    if part == "memory":
+        assert device is not None
+        return memory.run(device, _gpu_of(machine, device), progress=step)
+    if part == "comms":
+        assert device is not None
+        sizes = None
+        if options.quick:
+            # Fewer sizes, but keep the large ones: bus bandwidth is only judged on those.
+            sizes = comms.GLOO_SIZES[-3:] if device.kind == "cpu" else comms.NCCL_SIZES[-2:]
+        nvlink = device.spec.nvlink_gbs if device.spec and device.spec.has_nvlink else None
+        return comms.run(
+            device,
+            options.processes,
+            sizes,
+            iterations=5 if options.quick else 10,
+            nvlink_gbs=nvlink,
+            progress=step,
+        )
+    if part == "storage":
+        if options.path is None:
+            return [
+                BenchResult(
+                    "storage",
+                    "seq_read",
+                    None,
+                    "MB/s",
+                    verdict="skip",
+                    note="give --path DATASET_DIR to measure the storage the data is on",
+                )
+            ]
+        return storage.run(
+            options.path,
+            options.size_bytes,
+            options.random_seconds,
+            with_fio=options.with_fio,
+            progress=step,
+        )
+    cuda = device.torch_device if device is not None and device.kind == "cuda" else None
+    results, search = dataloader.run(
+        options.dataset,
+        options.batch_size,
+        cuda,
+        trial_seconds=0.5 if options.quick else 1.5,
+        batches_per_epoch=4 if options.quick else 10,
+        progress=step,
+    )
+    report.searches["dataloader"] = search
+    return results
+
+
 def _gpu_of(machine: Machine | None, device: BenchDevice) -> Gpu | None:
     if machine is None or not machine.gpus or device.kind != "cuda":
         return None
-    # torch and NVML number GPUs alike when CUDA_DEVICE_ORDER=PCI_BUS_ID; match by name too.
+    # torch's numbering follows CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, NVML's the bus:
+    # match on the UUID.
+    if device.uuid is None:
+        return None
     for gpu in machine.gpus:
-        if gpu.index == device.index and gpu.name == device.name:
+        if gpu.uuid is not None and str(gpu.uuid).lower() == str(device.uuid).lower():
             return gpu
     return None
 
@@ -123,56 +187,17 @@ def run(
         def step(label: str, fraction: float, part: str = part) -> None:
             progress(f"{part}: {label}" if not label.startswith(part) else label, fraction)
 
-        if part == "compute":
-            assert device is not None
-            report.results += compute.run(
-                device, seconds_per_size=0.2 if options.quick else 0.5, progress=step
-            )
-        elif part == "memory":
-            assert device is not None
-            report.results += memory.run(device, _gpu_of(machine, device), progress=step)
-        elif part == "comms":
-            assert device is not None
-            sizes = (
-                (comms.GLOO_SIZES[:4] if device.kind == "cpu" else comms.NCCL_SIZES[:3])
-                if options.quick
-                else None
-            )
-            nvlink = device.spec.nvlink_gbs if device.spec and device.spec.has_nvlink else None
-            report.results += comms.run(
-                device, options.processes, sizes, iterations=5 if options.quick else 10,
-                nvlink_gbs=nvlink, progress=step,
-            )  # fmt: skip
-        elif part == "storage":
-            if options.path is None:
-                report.results.append(
-                    BenchResult(
-                        "storage",
-                        "seq_read",
-                        None,
-                        "MB/s",
-                        verdict="skip",
-                        note="give --path DATASET_DIR to measure the storage the data is on",
-                    )
+        if device is not None and device.kind == "cuda":
+            torch_module().cuda.empty_cache()  # what one part cached must not starve the next
+        try:
+            report.results += _run_part(part, device, options, machine, report, step)
+        except RuntimeError as exc:
+            # Out of memory on a small or shared GPU, a CUDA error: this part fails, the
+            # others still run.
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            report.results.append(
+                BenchResult(
+                    part, "run", None, "", verdict="fail", note=f"{type(exc).__name__}: {first}"
                 )
-                continue
-            report.results += storage.run(
-                options.path,
-                options.size_bytes,
-                options.random_seconds,
-                with_fio=options.with_fio,
-                progress=step,
             )
-        elif part == "dataloader":
-            cuda = device.torch_device if device is not None and device.kind == "cuda" else None
-            results, search = dataloader.run(
-                options.dataset,
-                options.batch_size,
-                cuda,
-                trial_seconds=0.5 if options.quick else 1.5,
-                batches_per_epoch=4 if options.quick else 10,
-                progress=step,
-            )
-            report.results += results
-            report.searches["dataloader"] = search
     return report

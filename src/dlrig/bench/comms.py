@@ -24,11 +24,13 @@ from typing import Any
 
 from dlrig.bench.device import BenchDevice, torch_module
 from dlrig.bench.results import BenchResult, Progress, judged, no_progress
+from dlrig.errors import DlrigError, InputError
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 GLOO_SIZES = tuple(1 << p for p in range(13, 27, 2))  # 8 KiB .. 64 MiB
 NCCL_SIZES = tuple(1 << p for p in range(20, 31, 2))  # 1 MiB .. 1 GiB
 OK_NVLINK_PERCENT = 60.0
+JUDGED_FROM_BYTES = 256 << 20  # nccl-tests reach their bus bandwidth plateau from here
 
 
 def bus_factor(op: str, ranks: int) -> float:
@@ -47,9 +49,9 @@ def _size_text(nbytes: float) -> str:
 
 
 def launched_by_torchrun() -> bool:
-    return "TORCHELASTIC_RUN_ID" in os.environ or (
-        "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
-    )
+    """torchrun (torch.distributed.elastic) sets TORCHELASTIC_RUN_ID; RANK and WORLD_SIZE
+    alone are also set inside training pods that did not launch dlrig."""
+    return "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def measure(
@@ -183,22 +185,36 @@ def run(
                 for op in OPS
             ]
         if use_cuda and ranks > torch.cuda.device_count():
-            raise ValueError(f"{ranks} processes but {torch.cuda.device_count()} GPUs")
+            raise InputError(
+                f"--processes {ranks}: this machine has {torch.cuda.device_count()} GPUs",
+                fix="one process per GPU at most; across machines use torchrun",
+            )
         import torch.multiprocessing as mp
 
         context = mp.get_context("spawn")
         queue = context.SimpleQueue()
-        mp.spawn(  # type: ignore[attr-defined,no-untyped-call]
-            _spawned_rank,
-            args=(ranks, _free_port(), backend, sizes, iterations, queue),
-            nprocs=ranks,
-            join=True,
-        )
+        try:
+            mp.spawn(  # type: ignore[attr-defined,no-untyped-call]
+                _spawned_rank,
+                args=(ranks, _free_port(), backend, sizes, iterations, queue),
+                nprocs=ranks,
+                join=True,
+            )
+        except Exception as exc:  # noqa: BLE001 - a rank's failure, with its traceback inside
+            lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+            raise DlrigError(
+                f"the {backend} collectives failed in a worker process: "
+                f"{lines[-1] if lines else type(exc).__name__}",
+                fix="rerun with NCCL_DEBUG=WARN (GPU) to see why; in containers give "
+                "/dev/shm room (--shm-size=8g or --ipc=host)",
+            ) from None
         table = queue.get()
         where = f"{ranks} processes on this machine"
     # Expectation: NVLink's one-way bandwidth for NCCL within a machine; none for gloo or
     # across machines (the network decides, and dlrig does not know its rate).
     expected = nvlink_gbs / 2 if use_cuda and nvlink_gbs and not launched_by_torchrun() else None
+    if max(sizes) < JUDGED_FROM_BYTES:
+        expected = None  # small messages are latency-bound: no fair bandwidth verdict
     results = []
     for op in OPS:
         rows = table[op]

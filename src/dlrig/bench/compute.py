@@ -59,7 +59,10 @@ def _operands(torch: Any, device: BenchDevice, dtype: str, n: int) -> tuple[Any,
         one = torch.tensor(1.0, device=where)
 
         def fp8() -> Any:
-            return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            # Fast accumulation, as Transformer Engine uses for forward GEMMs.
+            return torch._scaled_mm(
+                a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True
+            )
 
         return a, b, fp8
     torch_dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16}.get(
@@ -71,6 +74,14 @@ def _operands(torch: Any, device: BenchDevice, dtype: str, n: int) -> tuple[Any,
 
 
 def _time_tflops(torch: Any, device: BenchDevice, dtype: str, n: int, seconds: float) -> float:
+    if device.kind == "cuda":
+        # Events record on the current device's stream: make it the measured GPU's.
+        with torch.cuda.device(device.index):
+            return _timed(torch, device, dtype, n, seconds)
+    return _timed(torch, device, dtype, n, seconds)
+
+
+def _timed(torch: Any, device: BenchDevice, dtype: str, n: int, seconds: float) -> float:
     _, _, matmul = _operands(torch, device, dtype, n)
     flops = 2.0 * n**3
     for _ in range(3):
@@ -126,9 +137,10 @@ def run(
             except (RuntimeError, TypeError, AttributeError) as exc:
                 # Out of memory at the largest size, or a dtype this build cannot multiply.
                 error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-                if device.kind == "cuda":
-                    torch.cuda.empty_cache()
                 break
+            finally:
+                if device.kind == "cuda":
+                    torch.cuda.empty_cache()  # leave the memory to the next size and part
         if not per_size:
             results.append(
                 BenchResult(

@@ -49,9 +49,11 @@ class LoaderSettings:
             found["persistent_workers"] = self.persistent_workers
         return found
 
-    def line(self, batch_size: int) -> str:
-        """The DataLoader call to paste."""
-        parts = [f"batch_size={batch_size}", "shuffle=True", f"num_workers={self.num_workers}"]
+    def line(self, batch_size: int, iterable: bool = False) -> str:
+        """The DataLoader call to paste (IterableDatasets cannot be shuffled by it)."""
+        parts = [f"batch_size={batch_size}"]
+        parts += [] if iterable else ["shuffle=True"]
+        parts.append(f"num_workers={self.num_workers}")
         if self.num_workers > 0:
             parts += [
                 f"prefetch_factor={self.prefetch_factor or 2}",
@@ -178,26 +180,39 @@ class TrialRunner:
     device: str | None = None  # "cuda:0" to copy batches there (pin_memory matters then)
     label: str = "dataset"
     _subset: Any = field(default=None, init=False)
+    _epoch_length: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         torch = torch_module()
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 8
+        self._epoch_length = max(self.batches_per_epoch, 4 * max(worker_counts(cores)))
+        if self.device is not None:
+            # Create the CUDA context now, not inside the first (default-settings) trial.
+            torch.zeros(1, device=self.device)
+            torch.cuda.synchronize(self.device)
         if isinstance(self.dataset, torch.utils.data.IterableDataset):
             self._subset = self.dataset
             return
-        wanted = min(len(self.dataset), self.batches_per_epoch * self.batch_size)
+        wanted = min(len(self.dataset), self._epoch_length * self.batch_size)
         indices = random.Random(0).sample(range(len(self.dataset)), wanted)
         self._subset = torch.utils.data.Subset(self.dataset, indices)
 
-    def _batches(self, loader: Any) -> Iterator[Any]:
-        return itertools.islice(iter(loader), self.batches_per_epoch)
+    def epoch_batches(self, settings: LoaderSettings) -> int:
+        """Batches per epoch, the same for every trial (so start-up costs weigh alike): enough
+        for the most workers tried to have several batches each, or a short epoch would cap
+        the useful number of workers at its length."""
+        return self._epoch_length
 
-    def _epochs(self, loader: Any) -> int:
+    def _batches(self, loader: Any, count: int) -> Iterator[Any]:
+        return itertools.islice(iter(loader), count)
+
+    def _epochs(self, loader: Any, count: int) -> int:
         """Samples read in two epochs or more, until `trial_seconds` have passed."""
         samples = 0
         epochs = 0
         started = time.perf_counter()
         while epochs < 2 or time.perf_counter() - started < self.trial_seconds:
-            for batch in self._batches(loader):
+            for batch in self._batches(loader, count):
                 samples += _batch_size(batch)
                 if self.device is not None:
                     _to_device(batch, self.device)
@@ -227,9 +242,9 @@ class TrialRunner:
         )
         started = time.perf_counter()
         try:
-            samples = self._epochs(loader)
+            samples = self._epochs(loader, self.epoch_batches(settings))
             if self.device is not None:
-                torch.cuda.synchronize()
+                torch.cuda.synchronize(self.device)
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's dataset: report what it raised
@@ -375,6 +390,7 @@ def run(
     if batch_size < 1:
         raise InputError(f"--batch-size {batch_size} is not positive", fix="give a batch size >= 1")
     dataset = load_dataset(target) if target else SyntheticImages()
+    iterable = isinstance(dataset, torch_module().utils.data.IterableDataset)
     label = target or "synthetic ImageNet-like images (JPEG decode + crop + flip)"
     runner = TrialRunner(
         dataset,
@@ -398,7 +414,7 @@ def run(
             round(best.samples_per_s, 1),
             "samples/s",
             verdict="info",
-            fix=best.settings.line(batch_size),
+            fix=best.settings.line(batch_size, iterable),
             note=f"{label}; batch {batch_size}; {len(found.trials)} trials in "
             f"{found.seconds:.0f} s; {cores} CPU cores"
             + (f"; {speedup:.1f}x the default num_workers=0" if speedup else ""),
@@ -421,7 +437,7 @@ def run(
                 "samples/s",
                 round(best.samples_per_s, 1),
                 "low" if low else "ok",
-                best.settings.line(batch_size) if low else None,
+                best.settings.line(batch_size, iterable) if low else None,
                 "DataLoader(dataset, batch_size, shuffle=True): PyTorch's defaults, loading in "
                 "the training process; expected = the best settings found",
                 "input_pipeline_bound" if low else None,

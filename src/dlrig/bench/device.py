@@ -25,6 +25,7 @@ class BenchDevice:
     name: str
     spec: GpuSpec | None  # the catalogue's entry for a GPU, when it knows it
     compute_capability: tuple[int, int] | None = None
+    uuid: str | None = None  # "GPU-…", as NVML spells it
 
     @property
     def torch_device(self) -> str:
@@ -50,16 +51,21 @@ def pick(requested: str = "auto", index: int = 0) -> BenchDevice:
         import platform
 
         return BenchDevice("cpu", 0, platform.processor() or platform.machine(), None)
-    if index >= torch.cuda.device_count():
+    if not 0 <= index < torch.cuda.device_count():
         raise InputError(
             f"--gpu {index}: this machine has {torch.cuda.device_count()} GPU(s)",
             fix="give an index from 0",
         )
     name = torch.cuda.get_device_name(index)
+    # A MIG slice has a share of the GPU's SMs and bandwidth: the whole GPU's peaks do not
+    # apply, so it is measured without an expectation.
+    spec = None if " MIG " in f" {name} " else gpus.catalogue().resolve(name)
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
     return BenchDevice(
         "cuda",
         index,
         name,
-        gpus.catalogue().resolve(name),
+        spec,
         tuple(torch.cuda.get_device_capability(index)),
+        uuid=f"GPU-{uuid}" if uuid is not None and not str(uuid).startswith("GPU-") else uuid,
     )

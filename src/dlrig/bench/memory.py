@@ -100,7 +100,9 @@ def run(
     # The link as the driver reports it; max is what it should train at.
     gen_max = gpu.pcie.gen_max if gpu else None
     width_max = gpu.pcie.width_max if gpu else None
+    link_known = gen_max is not None
     if gen_max is None and device.spec is not None:
+        # The card's own maximum: the slot may be slower by design, so this only informs.
         gen_max, width_max = device.spec.pcie_gen, device.spec.pcie_lanes
     link = pcie.link_gbs_per_direction(gen_max, width_max)
     link_text = f"Gen{gen_max} x{width_max}" if gen_max and width_max else "unknown link"
@@ -129,7 +131,20 @@ def run(
             f"256 MiB {'pinned' if pinned else 'pageable'} host memory, one way; the link is "
             f"{link_text}" + (f", {link:.1f} GB/s usable per direction" if link else "")
         )
-        if pinned:
+        if pinned and not link_known:
+            results.append(
+                BenchResult(
+                    "memory",
+                    test,
+                    value,
+                    "GB/s",
+                    link,
+                    "info",
+                    None,
+                    note + " (the card's maximum: NVML did not report this slot's link)",
+                )
+            )
+        elif pinned:
             results.append(
                 judged(
                     "memory",

@@ -12,7 +12,7 @@ from dlrig.errors import InputError, MissingExtraError
 from dlrig.outputs import write_bytes_atomic
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     try:
         import matplotlib
 
@@ -37,7 +37,7 @@ def write(results: list[BenchResult], directory: Path) -> list[str]:
     if directory.exists() and not directory.is_dir():
         raise InputError(f"{directory}: is not a directory", fix="give a directory for --out")
     directory.mkdir(parents=True, exist_ok=True)
-    plt = _pyplot()
+    plt = pyplot()
     written = []
     compute = [r for r in results if r.part == "compute" and r.detail.get("tflops_by_size")]
     if compute:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from dlrig.bench.results import BenchResult, Progress, judged, no_progress
 from dlrig.errors import InputError
+from dlrig.machine.storage import filesystem_type
 
 # An 8-GPU image-training job reading ~110 KB JPEGs at ~1,000 images/s per GPU needs
 # ~0.9 GB/s; below 1 GB/s the disk, not the GPUs, sets the pace.
@@ -58,7 +59,7 @@ def _parse_size(text: str) -> int:
         if cleaned and cleaned[-1] in units:
             return int(float(cleaned[:-1]) * units[cleaned[-1]])
         return int(cleaned)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InputError(f"--size {text!r} is not a size", fix="e.g. 1G, 512M") from None
 
 
@@ -84,8 +85,24 @@ def test_file(directory: Path, size: int, progress: Progress) -> Iterator[Path]:
             f"({free / 1e9:.2f} GB free)",
             fix="free some space or pass a smaller --size (e.g. --size 256M)",
         )
-    handle, name = tempfile.mkstemp(prefix=".dlrig-bench-", suffix=".tmp", dir=directory)
+    try:
+        handle, name = tempfile.mkstemp(prefix=".dlrig-bench-", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise InputError(
+            f"{directory}: cannot create a test file ({exc.strerror})",
+            fix="give a directory you can write to, or an existing file to read",
+        ) from None
     path = Path(name)
+    try:
+        _fill(handle, size, progress, directory)
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _fill(handle: int, size: int, progress: Progress, directory: Path) -> None:
+    """Write `size` incompressible bytes to the open file and make them durable."""
     try:
         chunk = bytearray(os.urandom(8 << 20))
         written = 0
@@ -97,20 +114,16 @@ def test_file(directory: Path, size: int, progress: Progress) -> Iterator[Path]:
                 written += len(piece)
                 progress("storage: writing the test file", 0.3 * written / size)
             os.fsync(stream.fileno())
-        yield path
     except OSError as exc:
-        if exc.errno == 28:  # ENOSPC: the check above raced with another writer
+        if exc.errno == 28:  # ENOSPC: the free-space check raced with another writer
             raise InputError(
                 f"{directory}: ran out of space writing the test file",
                 fix="free some space or pass a smaller --size",
             ) from None
         raise InputError(
             f"{directory}: cannot write the test file ({exc.strerror})",
-            fix="check the directory",
+            fix="check the directory and the disk (`dmesg` for I/O errors)",
         ) from None
-    finally:
-        with contextlib.suppress(OSError):
-            path.unlink()
 
 
 def _open_uncached(path: Path) -> tuple[int, str]:
@@ -168,12 +181,17 @@ def _drop_cache(fd: int) -> None:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-def sequential_read(path: Path, block: int = SEQ_BLOCK) -> tuple[ReadFigures, str]:
+SEQ_LIMIT_BYTES = 4 << 30  # a multi-TB shard is sampled, not read to the end
+
+
+def sequential_read(
+    path: Path, block: int = SEQ_BLOCK, limit: int = SEQ_LIMIT_BYTES
+) -> tuple[ReadFigures, str]:
     fd, mode = _open_uncached(path)
     try:
         if mode != "O_DIRECT":
             _drop_cache(fd)
-        size = os.fstat(fd).st_size
+        size = min(os.fstat(fd).st_size, limit)
         size -= size % block
         buffer = read_buffer(block)
         started = time.perf_counter()
@@ -234,19 +252,23 @@ def huge_pages_free() -> int:
 def fio(
     path: Path, pattern: str, block: int, direct: bool, seconds: float | None
 ) -> ReadFigures | None:
-    """fio's figure for the same file and pattern (psync, iodepth 1, one job); None without fio.
+    """fio's figure for the same file and pattern (psync, iodepth 1, one job); None without fio
+    or when it fails.
 
     fio gets huge-page buffers (--mem=shmhuge) when the system has free huge pages, like
-    dlrig's reader; otherwise ordinary memory, and its figure may then read low on VMs."""
+    dlrig's reader; otherwise (or if that is refused) ordinary memory, and its figure may
+    then read low on VMs."""
     binary = shutil.which("fio")
     if binary is None:
         return None
+    size = min(path.stat().st_size, SEQ_LIMIT_BYTES)
     argv = [
         binary,
         "--name=dlrig",
-        f"--filename={path}",
+        "--filename=" + str(path).replace(":", "\\:"),  # fio splits file names at ':'
         f"--rw={'read' if pattern == 'seq' else 'randread'}",
         f"--bs={block}",
+        f"--size={size - size % block}",
         f"--direct={1 if direct else 0}",
         "--invalidate=1",
         "--ioengine=psync",
@@ -255,25 +277,27 @@ def fio(
         "--readonly",
         "--output-format=json",
     ]
-    huge = direct and huge_pages_free() >= 2
-    if huge:
-        argv.append("--mem=shmhuge")
     if seconds is not None:
         argv += [f"--runtime={seconds:g}", "--time_based"]
-    try:
-        completed = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-        report = json.loads(completed.stdout[completed.stdout.find("{") :])
-        read = report["jobs"][0]["read"]
-    except (subprocess.TimeoutExpired, ValueError, KeyError, IndexError):
-        return None
-    runtime = float(read.get("runtime", 0)) / 1000
-    return ReadFigures(
-        float(read["bw_bytes"]) / 1e6,
-        float(read["iops"]),
-        runtime,
-        int(read["io_bytes"]),
-        "huge pages" if huge else "ordinary pages",
-    )
+    attempts = [[*argv, "--mem=shmhuge"], argv] if direct and huge_pages_free() >= 2 else [argv]
+    for attempt in attempts:
+        try:
+            completed = subprocess.run(
+                attempt, capture_output=True, text=True, timeout=600, check=False
+            )
+            report = json.loads(completed.stdout[completed.stdout.find("{") :])
+            read = report["jobs"][0]["read"]
+        except (subprocess.TimeoutExpired, ValueError, KeyError, IndexError):
+            continue  # e.g. shmhuge refused without CAP_IPC_LOCK: try ordinary memory
+        runtime = float(read.get("runtime", 0)) / 1000
+        return ReadFigures(
+            float(read["bw_bytes"]) / 1e6,
+            float(read["iops"]),
+            runtime,
+            int(read["io_bytes"]),
+            "huge pages" if "--mem=shmhuge" in attempt else "ordinary pages",
+        )
+    return None
 
 
 def run(
@@ -307,6 +331,9 @@ def run(
     return _measure(target, f"{target}", random_seconds, random_block, with_fio, progress)
 
 
+_RAM_FILESYSTEMS = {"tmpfs", "ramfs"}
+
+
 def _measure(
     file: Path,
     what: str,
@@ -331,6 +358,8 @@ def _measure(
         fio_seq = fio(file, "seq", SEQ_BLOCK, mode == "O_DIRECT", None)
         progress("storage: fio random", 0.8)
         fio_rnd = fio(file, "random", random_block, mode == "O_DIRECT", random_seconds)
+    fstype = filesystem_type(str(file))
+    in_ram = fstype in _RAM_FILESYSTEMS
     results = []
     for test, figures, fio_figures, block in (
         ("seq_read", seq, fio_seq, SEQ_BLOCK),
@@ -342,8 +371,11 @@ def _measure(
             "bytes_read": figures.bytes_read,
             "seconds": round(figures.seconds, 3),
             "cache": mode,
+            "filesystem": fstype,
         }
-        note = f"{what}; {block >> 10} KiB reads, one at a time; {cache}"
+        note = f"{what} ({fstype or 'unknown filesystem'}); {block >> 10} KiB reads, one at a time; {cache}"
+        if with_fio and fio_figures is None and shutil.which("fio"):
+            note += "; fio failed on this file (run it by hand to see why)"
         if fio_figures is not None:
             detail["fio_mb_s"] = round(fio_figures.mb_per_s, 1)
             detail["fio_iops"] = round(fio_figures.iops, 1)
@@ -351,19 +383,54 @@ def _measure(
             if fio_figures.buffer != "huge pages":
                 # Without hugetlbfs pages fio's buffer is scattered 4 KiB pages; see read_buffer.
                 note += " (fio without huge pages: on VMs its figure can read low)"
-        results.append(
-            judged(
-                "storage",
-                test,
-                round(figures.mb_per_s, 1),
-                "MB/s",
-                NEEDED_MB_S,
-                100.0,
-                _FIX,
-                note,
-                cause="input_pipeline_bound",
-                detail=detail,
+        value = round(figures.mb_per_s, 1)
+        if in_ram:
+            # tmpfs accepts O_DIRECT as a no-op: the figure is memory speed, not a disk's.
+            results.append(
+                BenchResult(
+                    "storage",
+                    test,
+                    value,
+                    "MB/s",
+                    None,
+                    "info",
+                    None,
+                    note + f"; {fstype} keeps files in RAM: this is memory speed, not a disk",
+                    None,
+                    detail,
+                )
             )
-        )
+        elif test == "random_read":
+            # One request at a time is latency-bound; DataLoader workers read in parallel, so
+            # this informs (disk latency) rather than judges the pipeline.
+            results.append(
+                BenchResult(
+                    "storage",
+                    test,
+                    value,
+                    "MB/s",
+                    None,
+                    "info",
+                    None,
+                    note + "; DataLoader workers issue reads in parallel and get more",
+                    None,
+                    detail,
+                )
+            )
+        else:
+            results.append(
+                judged(
+                    "storage",
+                    test,
+                    value,
+                    "MB/s",
+                    NEEDED_MB_S,
+                    100.0,
+                    _FIX,
+                    note,
+                    cause="input_pipeline_bound",
+                    detail=detail,
+                )
+            )
     progress("storage", 1.0)
     return results

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +72,11 @@ def bench_command(
     from dlrig.errors import InputError
     from dlrig.outputs import write_text_atomic
 
-    if random_seconds <= 0:
-        raise InputError("--random-seconds must be positive", fix="e.g. --random-seconds 5")
+    if not (math.isfinite(random_seconds) and random_seconds > 0):
+        raise InputError(
+            f"--random-seconds {random_seconds} is not a positive duration",
+            fix="e.g. --random-seconds 5",
+        )
     if processes is not None and processes < 2:
         raise InputError(f"--processes {processes}: collectives need 2 or more", fix="e.g. 2")
     options = bench.BenchOptions(
@@ -86,6 +91,21 @@ def bench_command(
         processes=processes,
         quick=quick,
     )
+    directory = Path(out_dir) if out_dir else None
+    if directory is not None:
+        # Before the run, not after it: a bad --out must not throw the results away.
+        if directory.exists() and not directory.is_dir():
+            raise InputError(f"--out {directory}: is not a directory", fix="give a directory")
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(
+                f"--out {directory}: cannot create it ({exc.strerror})", fix="pick another path"
+            ) from None
+        plots.pyplot()
+    # systemd, Slurm and `timeout` stop with SIGTERM: unwind like Ctrl-C so the storage
+    # test file is removed.
+    signal.signal(signal.SIGTERM, _terminate)
     if comms.launched_by_torchrun():
         # Under torchrun every rank runs this; rank 0 alone reports.
         report = bench.run(["comms"], options)
@@ -98,15 +118,18 @@ def bench_command(
 
     machine = probe.collect()
     report = _run_with_progress(bench, parts, options, machine, as_json)
-    if out_dir:
-        directory = Path(out_dir)
-        written = plots.write(report.results, directory)
+    _print(report, as_json)
+    if directory is not None:
         write_text_atomic(directory / "bench.json", json.dumps(report.to_dict(), indent=2) + "\n")
+        written = plots.write(report.results, directory)
         if not as_json:
             console(stderr=True).print(
                 f"wrote {directory / 'bench.json'}" + "".join(f", {w}" for w in written)
             )
-    _print(report, as_json)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _run_with_progress(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -178,18 +179,25 @@ def serve_command(
     """Prometheus exporter: serve the last sample at http://LISTEN:PORT/metrics."""
     from dlrig import monitor
     from dlrig.monitor.exporter import ExporterOptions, MetricsPage, MetricsServer
-    from dlrig.monitor.history import HistoryWriter
+    from dlrig.monitor.history import BackgroundWriter, HistoryWriter
 
     if not 0 <= port <= 65535:
-        raise InputError(f"--port {port} is not a TCP port", fix="give a port from 1 to 65535")
+        raise InputError(
+            f"--port {port} is not a TCP port", fix="give a port from 1 to 65535 (0: any free)"
+        )
     source = _open(replay, replay_state, frame_seconds, replicate, interval)
-    sampler = monitor.Sampler(source, interval_seconds=interval, host=not replay)
-    page = MetricsPage(source.info, ExporterOptions(dcgm_names=dcgm_names), sampler)
-    server = MetricsServer(page, listen, port)
-    sampler.add_listener(page.update)
-    writer = HistoryWriter(db, source=source.info.description) if db else None
-    if writer is not None:
-        sampler.add_listener(writer)
+    with contextlib.ExitStack() as cleanup:
+        # Whatever fails to start, what did start is stopped again (NVML, threads, sockets).
+        cleanup.callback(source.close)
+        sampler = monitor.Sampler(source, interval_seconds=interval, host=not replay)
+        page = MetricsPage(source.info, ExporterOptions(dcgm_names=dcgm_names), sampler)
+        server = MetricsServer(page, listen, port)
+        cleanup.callback(server.stop)
+        sampler.add_listener(page.update)
+        writer = BackgroundWriter(HistoryWriter(db, source=source.info.description)) if db else None
+        if writer is not None:
+            sampler.add_listener(writer)
+        cleanup.pop_all()
     sampler.start()
     server.start()
     host, bound = server.address
@@ -202,8 +210,8 @@ def serve_command(
         _run_until_signal(duration)
     finally:
         server.stop()
-        sampler.stop()
-        if writer is not None:
+        stopped = sampler.stop()
+        if writer is not None and stopped:
             writer.close()
 
 
@@ -264,17 +272,23 @@ def record_command(
         )
         return
     from dlrig import monitor
-    from dlrig.monitor.history import HistoryWriter, Retention
+    from dlrig.monitor.history import BackgroundWriter, HistoryWriter, Retention
 
     if max_age_days <= 0 or max_size_mb <= 0:
         raise InputError("--max-age-days and --max-size-mb must be positive", fix="give > 0")
     assert db is not None
     source = _open(replay, replay_state, frame_seconds, replicate, interval)
-    writer = HistoryWriter(
-        db,
-        Retention(max_age_seconds=max_age_days * 86400, max_bytes=int(max_size_mb * 1e6)),
-        source=source.info.description,
-    )
+    try:
+        writer = BackgroundWriter(
+            HistoryWriter(
+                db,
+                Retention(max_age_seconds=max_age_days * 86400, max_bytes=int(max_size_mb * 1e6)),
+                source=source.info.description,
+            )
+        )
+    except BaseException:
+        source.close()
+        raise
     sampler = monitor.Sampler(source, interval_seconds=interval, host=not replay)
     failed: list[BaseException] = []
     stop = threading.Event()
@@ -282,7 +296,7 @@ def record_command(
     def write(sample: Any) -> None:
         # A recorder that cannot write (disk full, file removed) stops and says why.
         try:
-            writer.write(sample)
+            writer(sample)
         except Exception as exc:  # noqa: BLE001 - reported as the command's error below
             failed.append(exc)
             stop.set()
@@ -295,8 +309,9 @@ def record_command(
     try:
         _run_until_signal(duration, stop)
     finally:
-        sampler.stop()
-        writer.close()
+        if sampler.stop():
+            writer.close()
+    failed += [writer.error] if writer.error is not None and not failed else []
     if failed:
         raise DlrigError(
             f"{db}: cannot write the history ({failed[0]})",

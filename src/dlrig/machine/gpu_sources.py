@@ -26,23 +26,20 @@ from typing import Any, Protocol
 from dlrig.errors import InputError
 from dlrig.inputs import read_text
 from dlrig.machine.model import (
-    EccCounts,
     Gpu,
-    GpuProcess,
     MigDevice,
     PcieLink,
-    RemappedRows,
-    RetiredPages,
     XidEvent,
 )
+from dlrig.machine.nvidia import memory_health, running_processes
 from dlrig.machine.nvml import (
     GpuLost,
     NvmlSession,
+    NvmlUnavailable,
     clock_event_names,
     end_session,
     start_session,
 )
-from dlrig.machine.processes import container_of_pid
 from dlrig.machine.readers import MAX_INPUT_BYTES, load_text, nvsmi_capture
 from dlrig.machine.readers.common import catalogue_id_for
 
@@ -74,7 +71,9 @@ class GpuSource(Protocol):
         """Called once per sampling round before the reads (a replay picks its frame)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self, calls_in_flight: bool = False) -> None:
+        """Release the source; `calls_in_flight`: some read has not returned yet."""
+        ...
 
 
 def now_iso() -> str:
@@ -98,6 +97,16 @@ class NvmlSource:
 
     def __init__(self, xid_events: bool = True) -> None:
         self._nv: NvmlSession = start_session(raise_lost=True)
+        try:
+            self._start(xid_events)
+        except GpuLost as exc:
+            end_session(self._nv)
+            raise NvmlUnavailable(f"a GPU is lost ({exc}); reset it or reboot") from None
+        except BaseException:
+            end_session(self._nv)
+            raise
+
+    def _start(self, xid_events: bool) -> None:
         nv = self._nv
         count = int(nv.get("nvmlDeviceGetCount") or 0)
         self._handles: list[Any] = []
@@ -184,7 +193,7 @@ class NvmlSource:
         handle = self._handles[index]
         nv, nvml = self._nv, self._nv.nvml
         static = self._static_part(index, handle)
-        memory = nv.get("nvmlDeviceGetMemoryInfo", handle)
+        memory = _memory_info(nv, handle)
         utilization = nv.get("nvmlDeviceGetUtilizationRates", handle)
         reasons = nv.first(
             ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
@@ -194,24 +203,13 @@ class NvmlSource:
         limit_mw = nv.get("nvmlDeviceGetEnforcedPowerLimit", handle)
         energy_mj = nv.get("nvmlDeviceGetTotalEnergyConsumption", handle)
         pstate = nv.get("nvmlDeviceGetPerformanceState", handle)
-        remapped = nv.get("nvmlDeviceGetRemappedRows", handle)
-        pending_retirement = nv.get("nvmlDeviceGetRetiredPagesPendingStatus", handle)
         mig_mode = nv.get("nvmlDeviceGetMigMode", handle)
         # NVML reports PCIe throughput in KB/s (1000 bytes) averaged over 20 ms.
         tx_kb = nv.get("nvmlDeviceGetPcieThroughput", handle, nvml.NVML_PCIE_UTIL_TX_BYTES)
         rx_kb = nv.get("nvmlDeviceGetPcieThroughput", handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
         memory_temp = self._field(handle, getattr(nvml, "NVML_FI_DEV_MEMORY_TEMP", None))
 
-        def ecc(error_type: int) -> int | None:
-            value = nv.get(
-                "nvmlDeviceGetTotalEccErrors", handle, error_type, nvml.NVML_VOLATILE_ECC
-            )
-            return int(value) if value is not None else None
-
-        def retired(cause: int) -> int | None:
-            pages = nv.get("nvmlDeviceGetRetiredPages", handle, cause)
-            return len(pages) if pages is not None else None
-
+        ecc_errors, retired_pages, remapped_rows = memory_health(nv, handle)
         nvlink_tx, nvlink_rx = self._nvlink_bytes(handle)
         return dataclasses.replace(
             static,
@@ -227,21 +225,9 @@ class NvmlSource:
             temperature_c=nv.get("nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU),
             memory_temperature_c=float(memory_temp) if memory_temp else None,
             clocks_event_reasons=clock_event_names(int(reasons)) if reasons is not None else None,
-            ecc_errors=EccCounts(
-                volatile_corrected=ecc(nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED),
-                volatile_uncorrected=ecc(nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED),
-            ),
-            retired_pages=RetiredPages(
-                single_bit=retired(nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
-                double_bit=retired(nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR),
-                pending=None if pending_retirement is None else pending_retirement == 1,
-            ),
-            remapped_rows=RemappedRows(
-                correctable=remapped[0] if remapped else None,
-                uncorrectable=remapped[1] if remapped else None,
-                pending=bool(remapped[2]) if remapped else None,
-                failure=bool(remapped[3]) if remapped else None,
-            ),
+            ecc_errors=ecc_errors,
+            retired_pages=retired_pages,
+            remapped_rows=remapped_rows,
             mig_mode_enabled=None if mig_mode is None else mig_mode[0] == 1,
             mig_devices=self._mig(handle) if mig_mode is not None and mig_mode[0] == 1 else (),
             utilization_gpu_percent=float(utilization.gpu) if utilization else None,
@@ -255,7 +241,7 @@ class NvmlSource:
             pcie_replay_errors=nv.get("nvmlDeviceGetPcieReplayCounter", handle),
             nvlink_tx_bytes=nvlink_tx,
             nvlink_rx_bytes=nvlink_rx,
-            processes=self._processes(handle),
+            processes=running_processes(nv, handle),
             **self._gpm_or_nothing(index, handle),
         )
 
@@ -311,8 +297,15 @@ class NvmlSource:
         if not self._gpm_supported[index]:
             return {}
         current = nv.get("nvmlGpmSampleAlloc")
-        if current is None or nv.get("nvmlGpmSampleGet", handle, current) is None:
-            self._gpm_supported[index] = False
+        if current is None:
+            return {}
+        try:
+            taken = nv.get("nvmlGpmSampleGet", handle, current)
+        except GpuLost:
+            nv.get("nvmlGpmSampleFree", current)
+            raise
+        if taken is None:  # a transient failure: try again at the next sample
+            nv.get("nvmlGpmSampleFree", current)
             return {}
         previous = self._gpm_previous.get(index)
         self._gpm_previous[index] = current
@@ -357,45 +350,9 @@ class NvmlSource:
             )
         return tuple(devices)
 
-    def _processes(self, handle: Any) -> tuple[GpuProcess, ...] | None:
-        nv = self._nv
-        found: dict[int, GpuProcess] = {}
-        seen = False
-        for kind, functions in (
-            (
-                "C",
-                ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses"),
-            ),
-            (
-                "G",
-                (
-                    "nvmlDeviceGetGraphicsRunningProcesses_v3",
-                    "nvmlDeviceGetGraphicsRunningProcesses",
-                ),
-            ),
-        ):
-            processes = nv.first(functions, handle)
-            if processes is None:
-                continue
-            seen = True
-            for proc in processes:
-                pid = int(proc.pid)
-                used = getattr(proc, "usedGpuMemory", None)
-                previous = found.get(pid)
-                container, pod = container_of_pid(pid)
-                found[pid] = GpuProcess(
-                    pid=pid,
-                    name=_process_name(pid),
-                    kind="C+G" if previous is not None and previous.kind != kind else kind,
-                    used_memory_bytes=int(used) if isinstance(used, int) else None,
-                    container_id=container,
-                    kubernetes_pod_uid=pod,
-                )
-        return tuple(found.values()) if seen else None
-
     def _watch_xid(self) -> None:
         """Wait on NVML's event set for Xid errors (the same reports as the kernel log)."""
-        nv, nvml = self._nv, self._nv.nvml
+        nvml = self._nv.nvml
         try:
             events = nvml.nvmlEventSetCreate()
         except nvml.NVMLError:
@@ -409,6 +366,7 @@ class NvmlSource:
                 registered += 1
             except nvml.NVMLError:
                 continue  # GeForce cards before Turing and some vGPUs do not support it
+        bus_ids: dict[int, str | None] = {}
         while registered and not self._stop.is_set():
             try:
                 data = nvml.nvmlEventSetWait_v2(events, 500)
@@ -416,17 +374,38 @@ class NvmlSource:
                 if not isinstance(exc, getattr(nvml, "NVMLError_Timeout", ())):
                     self._stop.wait(1.0)
                 continue
-            if data.eventType != nvml.nvmlEventTypeXidCriticalError:
+            try:
+                if data.eventType != nvml.nvmlEventTypeXidCriticalError:
+                    continue
+                self._xid.put(
+                    XidEvent(
+                        code=int(data.eventData),
+                        pci_bus_id=self._bus_id(data.device, bus_ids),
+                        timestamp=now_iso(),
+                    )
+                )
+            except Exception:  # noqa: BLE001 - the watcher must outlive any one odd event
                 continue
-            pci = nv.get("nvmlDeviceGetPciInfo", data.device) if data.device else None
-            bus_id = getattr(pci, "busId", None) if pci is not None else None
-            if isinstance(bus_id, bytes):
-                bus_id = bus_id.decode()
-            self._xid.put(
-                XidEvent(code=int(data.eventData), pci_bus_id=bus_id, timestamp=now_iso())
-            )
         with contextlib.suppress(nvml.NVMLError):
             nvml.nvmlEventSetFree(events)
+
+    def _bus_id(self, device: Any, cache: dict[int, str | None]) -> str | None:
+        """The PCI address of an event's device. A lost GPU (Xid 79) cannot be asked, so the
+        addresses read when the handles were opened come first."""
+        for index, handle in enumerate(self._handles):
+            if handle is not None and _same_handle(handle, device):
+                static = self._static.get(index)
+                if static is not None and static.pci_bus_id:
+                    return static.pci_bus_id
+        key = id(device)
+        if key not in cache:
+            try:
+                pci = self._nv.get("nvmlDeviceGetPciInfo", device) if device else None
+            except GpuLost:
+                pci = None
+            bus = getattr(pci, "busId", None) if pci is not None else None
+            cache[key] = bus.decode() if isinstance(bus, bytes) else bus
+        return cache[key]
 
     def drain_xid(self) -> list[XidEvent]:
         drained = []
@@ -439,11 +418,42 @@ class NvmlSource:
     def advance(self, now: float) -> None:
         return None
 
-    def close(self) -> None:
+    def close(self, calls_in_flight: bool = False) -> None:
+        """Stop the Xid watcher and shut NVML down. With a call still stuck inside NVML, leave
+        the library alone: shutting it down under that call can block for ever."""
         self._stop.set()
         if self._xid_thread is not None:
             self._xid_thread.join(timeout=2.0)
+        if calls_in_flight:
+            return
+        for sample in self._gpm_previous.values():
+            self._nv.get("nvmlGpmSampleFree", sample)
+        self._gpm_previous.clear()
         end_session(self._nv)
+
+
+def _memory_info(nv: NvmlSession, handle: Any) -> Any:
+    """Memory use as nvidia-smi shows it: the v2 call leaves the driver's reservation out of
+    "used" (v1 counts it on R510+ drivers); older drivers only have v1."""
+    version = getattr(nv.nvml, "nvmlMemory_v2", None)
+    if version is not None:
+        try:
+            answer = nv.get("nvmlDeviceGetMemoryInfo", handle, version)
+        except TypeError:  # a binding without the version argument
+            answer = None
+        if answer is not None:
+            return answer
+    return nv.get("nvmlDeviceGetMemoryInfo", handle)
+
+
+def _same_handle(a: Any, b: Any) -> bool:
+    """NVML device handles are ctypes pointers: compare the addresses, not the objects."""
+    import ctypes
+
+    try:
+        return bool(ctypes.cast(a, ctypes.c_void_p).value == ctypes.cast(b, ctypes.c_void_p).value)
+    except (TypeError, ctypes.ArgumentError):
+        return bool(a is b or a == b)
 
 
 def _float(value: Any) -> float | None:
@@ -457,15 +467,6 @@ def _field_value(field: Any) -> float | None:
     if attribute is None:
         return None
     return float(getattr(field.value, attribute))
-
-
-def _process_name(pid: int) -> str | None:
-    try:
-        import psutil
-
-        return str(psutil.Process(pid).name())
-    except Exception:  # noqa: BLE001 - another container's pid, or it exited: no name is data
-        return None
 
 
 # --- Replay ------------------------------------------------------------------------------
@@ -521,7 +522,7 @@ class ReplaySource:
                         ReplayFrame(
                             f"{name}:{capture_state}",
                             capture_state,
-                            nvsmi_capture.gpus_for_state(sections, capture_state),
+                            _renumbered(nvsmi_capture.gpus_for_state(sections, capture_state)),
                         )
                     )
                 hostname = hostname or header.get("hostname")
@@ -535,7 +536,7 @@ class ReplaySource:
                         f"{path}: has no GPU readings to replay",
                         fix="give nvidia-smi -q -x, --query-gpu CSV, -q text or a capture",
                     )
-                frames.append(ReplayFrame(name, None, machine.gpus))
+                frames.append(ReplayFrame(name, None, _renumbered(machine.gpus)))
             if machine.driver is not None:
                 driver = driver or machine.driver.version
                 cuda = cuda or machine.driver.cuda_version
@@ -594,8 +595,14 @@ class ReplaySource:
         stamped = [dataclasses.replace(e, timestamp=e.timestamp or now_iso()) for e in drained]
         return stamped
 
-    def close(self) -> None:
+    def close(self, calls_in_flight: bool = False) -> None:
         return None
+
+
+def _renumbered(gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
+    """GPUs numbered 0..n-1 in file order (a recording of `-i 2,3` replays as GPUs 0 and 1),
+    the numbers the sampler gives its readings."""
+    return tuple(dataclasses.replace(gpu, index=i) for i, gpu in enumerate(gpus))
 
 
 def _replicated(frame: ReplayFrame, copies: int) -> ReplayFrame:

@@ -22,7 +22,7 @@ class HostSample:
     shm_used_bytes: int | None
     disk_read_bytes_total: int | None  # counters since boot, all block devices
     disk_write_bytes_total: int | None
-    network_receive_bytes_total: int | None  # counters since boot, all interfaces but lo
+    network_receive_bytes_total: int | None  # counters since boot, physical interfaces
     network_transmit_bytes_total: int | None
 
     @property
@@ -66,8 +66,11 @@ class HostMeter:
             nics = psutil.net_io_counters(pernic=True)
         except OSError:
             nics = {}
-        rx = sum(c.bytes_recv for name, c in nics.items() if name != "lo") if nics else None
-        tx = sum(c.bytes_sent for name, c in nics.items() if name != "lo") if nics else None
+        # Physical NICs only: bridges, veths and bond members would count packets twice.
+        physical = {n: c for n, c in nics.items() if os.path.exists(f"/sys/class/net/{n}/device")}
+        counted = physical or {n: c for n, c in nics.items() if n != "lo"}
+        rx = sum(c.bytes_recv for c in counted.values()) if counted else None
+        tx = sum(c.bytes_sent for c in counted.values()) if counted else None
         try:
             load1: float | None = os.getloadavg()[0]
         except OSError:

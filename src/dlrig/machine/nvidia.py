@@ -25,6 +25,7 @@ from dlrig.machine.model import (
     Topology,
 )
 from dlrig.machine.nvml import NvmlSession, NvmlUnavailable, clock_event_names, open_session
+from dlrig.machine.processes import container_of_pid, holds_nvidia_device
 from dlrig.machine.readers import nvsmi_xml
 from dlrig.machine.readers.common import catalogue_id_for
 from dlrig.machine.readers.topology import topology as parse_topology
@@ -67,7 +68,8 @@ def _cuda_version(value: int | None) -> str | None:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-def _processes(nv: NvmlSession, handle: Any) -> tuple[GpuProcess, ...] | None:
+def running_processes(nv: NvmlSession, handle: Any) -> tuple[GpuProcess, ...] | None:
+    """Compute and graphics processes on the GPU, with their container when they run in one."""
     found: dict[int, GpuProcess] = {}
     seen_any = False
     for kind, functions in (
@@ -85,13 +87,55 @@ def _processes(nv: NvmlSession, handle: Any) -> tuple[GpuProcess, ...] | None:
             pid = int(proc.pid)
             used = getattr(proc, "usedGpuMemory", None)
             previous = found.get(pid)
+            # The PID is the host's; name it only when it is the same process here.
+            here = holds_nvidia_device(pid) is not False
+            container, pod = container_of_pid(pid) if here else (None, None)
             found[pid] = GpuProcess(
                 pid=pid,
-                name=_process_name(pid),
+                name=_process_name(pid) if here else None,
                 kind="C+G" if previous is not None and previous.kind != kind else kind,
                 used_memory_bytes=int(used) if isinstance(used, int) else None,
+                container_id=container,
+                kubernetes_pod_uid=pod,
             )
     return tuple(found.values()) if seen_any else None
+
+
+def memory_health(nv: NvmlSession, handle: Any) -> tuple[EccCounts, RetiredPages, RemappedRows]:
+    """ECC error counters, retired pages (before Ampere) and remapped rows (Ampere and newer)."""
+    nvml = nv.nvml
+
+    def ecc(error_type: int, counter: int) -> int | None:
+        value = nv.get("nvmlDeviceGetTotalEccErrors", handle, error_type, counter)
+        return int(value) if value is not None else None
+
+    def retired(cause: int) -> int | None:
+        pages = nv.get("nvmlDeviceGetRetiredPages", handle, cause)
+        return len(pages) if pages is not None else None
+
+    pending = nv.get("nvmlDeviceGetRetiredPagesPendingStatus", handle)
+    remapped = nv.get("nvmlDeviceGetRemappedRows", handle)
+    corrected = nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
+    uncorrected = nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    return (
+        EccCounts(
+            volatile_corrected=ecc(corrected, nvml.NVML_VOLATILE_ECC),
+            volatile_uncorrected=ecc(uncorrected, nvml.NVML_VOLATILE_ECC),
+            aggregate_corrected=ecc(corrected, nvml.NVML_AGGREGATE_ECC),
+            aggregate_uncorrected=ecc(uncorrected, nvml.NVML_AGGREGATE_ECC),
+        ),
+        RetiredPages(
+            single_bit=retired(nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
+            double_bit=retired(nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR),
+            pending=None if pending is None else pending == 1,
+        ),
+        RemappedRows(
+            correctable=remapped[0] if remapped else None,
+            uncorrectable=remapped[1] if remapped else None,
+            pending=bool(remapped[2]) if remapped else None,
+            failure=bool(remapped[3]) if remapped else None,
+        ),
+    )
 
 
 def _process_name(pid: int) -> str | None:
@@ -126,7 +170,6 @@ def _gpu(nv: NvmlSession, index: int) -> Gpu:
     )
     ecc_mode = nv.get("nvmlDeviceGetEccMode", handle)
     mig_mode = nv.get("nvmlDeviceGetMigMode", handle)
-    remapped = nv.get("nvmlDeviceGetRemappedRows", handle)
     utilization = nv.get("nvmlDeviceGetUtilizationRates", handle)
     power_mw = nv.get("nvmlDeviceGetPowerUsage", handle)
     limit_mw = nv.get("nvmlDeviceGetEnforcedPowerLimit", handle)
@@ -135,15 +178,7 @@ def _gpu(nv: NvmlSession, index: int) -> Gpu:
     pstate = nv.get("nvmlDeviceGetPerformanceState", handle)
     nvml = nv.nvml
 
-    def ecc(error_type: int, counter: int) -> int | None:
-        value = nv.get("nvmlDeviceGetTotalEccErrors", handle, error_type, counter)
-        return int(value) if value is not None else None
-
-    def retired(cause: int) -> int | None:
-        pages = nv.get("nvmlDeviceGetRetiredPages", handle, cause)
-        return len(pages) if pages is not None else None
-
-    pending_retirement = nv.get("nvmlDeviceGetRetiredPagesPendingStatus", handle)
+    ecc_errors, retired_pages, remapped_rows = memory_health(nv, handle)
     mig_devices = []
     if mig_mode is not None and mig_mode[0] == 1:
         for mig_index in range(nv.get("nvmlDeviceGetMaxMigDeviceCount", handle) or 0):
@@ -188,34 +223,16 @@ def _gpu(nv: NvmlSession, index: int) -> Gpu:
         clocks_event_reasons=clock_event_names(int(reasons)) if reasons is not None else None,
         ecc_mode_enabled=None if ecc_mode is None else ecc_mode[0] == 1,
         ecc_mode_pending=None if ecc_mode is None else ecc_mode[1] == 1,
-        ecc_errors=EccCounts(
-            volatile_corrected=ecc(nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC),
-            volatile_uncorrected=ecc(
-                nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
-            ),
-            aggregate_corrected=ecc(nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_AGGREGATE_ECC),
-            aggregate_uncorrected=ecc(
-                nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_AGGREGATE_ECC
-            ),
-        ),
-        retired_pages=RetiredPages(
-            single_bit=retired(nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
-            double_bit=retired(nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR),
-            pending=None if pending_retirement is None else pending_retirement == 1,
-        ),
-        remapped_rows=RemappedRows(
-            correctable=remapped[0] if remapped else None,
-            uncorrectable=remapped[1] if remapped else None,
-            pending=bool(remapped[2]) if remapped else None,
-            failure=bool(remapped[3]) if remapped else None,
-        ),
+        ecc_errors=ecc_errors,
+        retired_pages=retired_pages,
+        remapped_rows=remapped_rows,
         mig_mode_enabled=None if mig_mode is None else mig_mode[0] == 1,
         mig_devices=tuple(mig_devices),
         utilization_gpu_percent=float(utilization.gpu) if utilization else None,
         utilization_memory_percent=float(utilization.memory) if utilization else None,
         sm_clock_mhz=nv.get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
         sm_clock_max_mhz=nv.get("nvmlDeviceGetMaxClockInfo", handle, nvml.NVML_CLOCK_SM),
-        processes=_processes(nv, handle),
+        processes=running_processes(nv, handle),
     )
 
 

@@ -13,6 +13,7 @@ container they are. The cgroup path names the container runtime's id in every la
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -35,6 +36,28 @@ def container_of_cgroup(text: str) -> tuple[str | None, str | None]:
         if match and pod is None:
             pod = match.group(1).replace("_", "-")
     return container, pod
+
+
+def holds_nvidia_device(pid: int, proc: Path = Path("/proc")) -> bool | None:
+    """Whether process `pid` here has /dev/nvidia* open; None when we may not look.
+
+    NVML reports host PIDs. Run inside a container with its own PID namespace, dlrig sees other
+    processes under those numbers (or none), so a PID is only attributed when the process it
+    names here really holds a GPU device.
+    """
+    try:
+        fds = list((proc / str(pid) / "fd").iterdir())
+    except PermissionError:
+        return None
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd).startswith("/dev/nvidia"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def container_of_pid(pid: int, proc: Path = Path("/proc")) -> tuple[str | None, str | None]:

@@ -70,7 +70,8 @@ def _run(runner: Runner, argv: tuple[str, ...], timeout_s: float) -> str:
             fix="install the NVIDIA driver (it ships nvidia-smi), or run on the GPU machine",
         )
     if not result.ok:
-        detail = result.error or (result.stderr or result.stdout).strip().splitlines()[:1]
+        lines = (result.stderr or result.stdout).strip().splitlines()
+        detail = result.error or (lines[0] if lines else f"exit code {result.returncode}")
         raise DlrigError(
             f"`{' '.join(argv)}` failed: {detail}",
             fix="check `nvidia-smi` works on this machine (`dlrig doctor` says why not)",

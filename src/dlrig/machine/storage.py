@@ -143,3 +143,22 @@ def mount_for(path: str, all_mounts: tuple[Mount, ...]) -> Mount | None:
         ) and (best is None or len(mount.mountpoint) > len(best.mountpoint)):
             best = mount
     return best
+
+
+def filesystem_type(path: str, ctx: ProbeContext | None = None) -> str | None:
+    """The filesystem type ("ext4", "tmpfs", "nfs4", ...) that holds `path`, or None."""
+    ctx = ctx or ProbeContext()
+    table = ctx.read("/proc/self/mounts") or ctx.read("/proc/mounts") or ""
+    absolute = os.path.realpath(path)
+    best: tuple[int, str] | None = None
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mountpoint = _unescape(fields[1])
+        prefix = mountpoint.rstrip("/") + "/"
+        holds = absolute == mountpoint or absolute.startswith(prefix) or mountpoint == "/"
+        # Later entries for the same or a longer mountpoint shadow earlier ones.
+        if holds and (best is None or len(mountpoint) >= best[0]):
+            best = (len(mountpoint), fields[2])
+    return best[1] if best else None

@@ -41,6 +41,8 @@ class _Families:
 
         self._metric = Metric
         self.families: dict[str, Any] = {}
+        # dcgm-exporter's counters carry no `_total`; their HELP/TYPE lines are fixed up.
+        self.bare_counters: list[str] = []
 
     def add(
         self, name: str, kind: str, doc: str, labels: dict[str, str], value: float | None
@@ -49,10 +51,12 @@ class _Families:
             return
         family = self.families.get(name)
         if family is None:
-            family = self._metric(name, doc, kind)
+            # prometheus_client names a counter family without `_total` and writes its HELP
+            # and TYPE lines with it; the sample keeps the full name.
+            family = self._metric(name.removesuffix("_total"), doc, kind)
             self.families[name] = family
-        # Counters are named with their `_total` suffix already (or, for DCGM names, without
-        # one, as dcgm-exporter writes them); the sample keeps the name as given.
+            if kind == "counter" and not name.endswith("_total"):
+                self.bare_counters.append(name)
         family.add_sample(name, labels, float(value))
 
 
@@ -94,12 +98,19 @@ def render(sample: Sample | None, info: SourceInfo, options: ExporterOptions, st
             _dcgm_gpu_metrics(families, sample, info, hostname)
         else:
             _gpu_metrics(families, sample, info, hostname)
-            _host_metrics(families, sample)
+        _host_metrics(families, sample)
         _xid_metrics(families, sample, options.dcgm_names)
     _exporter_metrics(families, sample, info, stats)
     registry = prom.CollectorRegistry(auto_describe=False)
     registry.register(_Static(list(families.families.values())))
     data: bytes = prom.generate_latest(registry)
+    for name in families.bare_counters:
+        # generate_latest writes every counter's HELP/TYPE as NAME_total; dcgm-exporter's
+        # counters are plain NAME, and the metadata must name the series it describes.
+        data = data.replace(f"# HELP {name}_total ".encode(), f"# HELP {name} ".encode())
+        data = data.replace(
+            f"# TYPE {name}_total counter".encode(), f"# TYPE {name} counter".encode()
+        )
     return data
 
 
@@ -119,26 +130,31 @@ def _gpu_metrics(f: _Families, sample: Sample, info: SourceInfo, hostname: str) 
             1.0 if reading.up else 0.0,
         )
         if reading.gpu is not None:
-            g = reading.gpu
-            f.add(
-                "dlrig_gpu_info",
-                "gauge",
-                "GPU identity; always 1.",
-                {
-                    **base,
-                    "name": g.name,
-                    "pci_bus_id": g.pci_bus_id or "",
-                    "serial": g.serial or "",
-                    "compute_capability": g.compute_capability or "",
-                    "catalogue_id": g.catalogue_id or "",
-                    "driver_version": info.driver_version or "",
-                    "hostname": hostname,
-                },
-                1.0,
-            )
+            _info_metric(f, reading.gpu, base, info, hostname)
         if not reading.up or reading.gpu is None:
             continue  # no stale values: absent series say "unknown" to Prometheus
         _one_gpu(f, reading.gpu, base)
+
+
+def _info_metric(
+    f: _Families, g: Gpu, base: dict[str, str], info: SourceInfo, hostname: str
+) -> None:
+    f.add(
+        "dlrig_gpu_info",
+        "gauge",
+        "GPU identity; always 1.",
+        {
+            **base,
+            "name": g.name,
+            "pci_bus_id": g.pci_bus_id or "",
+            "serial": g.serial or "",
+            "compute_capability": g.compute_capability or "",
+            "catalogue_id": g.catalogue_id or "",
+            "driver_version": info.driver_version or "",
+            "hostname": hostname,
+        },
+        1.0,
+    )
 
 
 def _one_gpu(f: _Families, g: Gpu, labels: dict[str, str]) -> None:
@@ -469,14 +485,14 @@ def _host_metrics(f: _Families, sample: Sample) -> None:
     f.add(
         "dlrig_host_network_receive_bytes_total",
         "counter",
-        "Bytes received, all interfaces but lo.",
+        "Bytes received, physical interfaces.",
         {},
         h.network_receive_bytes_total,
     )
     f.add(
         "dlrig_host_network_transmit_bytes_total",
         "counter",
-        "Bytes sent, all interfaces but lo.",
+        "Bytes sent, physical interfaces.",
         {},
         h.network_transmit_bytes_total,
     )
@@ -676,6 +692,7 @@ def _dcgm_gpu_metrics(f: _Families, sample: Sample, info: SourceInfo, hostname: 
         if not reading.up or reading.gpu is None:
             continue
         g = reading.gpu
+        _info_metric(f, g, {"gpu": str(reading.index), "uuid": g.uuid or ""}, info, hostname)
         labels = _dcgm_labels(g, hostname, info.driver_version)
         for name, doc, value in _DCGM_GAUGES:
             f.add(name, "gauge", doc, labels, value(g))
@@ -761,6 +778,7 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body go out in two writes; without TCP_NODELAY the body waits for the
     # client's delayed ACK (40 ms on Linux) on every keep-alive scrape.
     disable_nagle_algorithm = True
+    timeout = 30  # an idle keep-alive connection must not hold its thread for ever
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]

@@ -171,7 +171,6 @@ class HistoryWriter:
                 )
                 if self._seen_gpus.get(reading.index) != identity:
                     gpu_rows.append(identity)
-                    self._seen_gpus[reading.index] = identity
             if not reading.up or g is None:
                 rows.append((ts, reading.index, reading.status) + (None,) * 21)
                 continue
@@ -235,6 +234,7 @@ class HistoryWriter:
                         h.network_transmit_bytes_total,
                     ),
                 )
+            counted = {}
             for xid in sample.xids:
                 key = (xid.gpu_index, xid.pci_bus_id, xid.code)
                 new = xid.count - self._xid_counts.get(key, 0)
@@ -243,11 +243,17 @@ class HistoryWriter:
                         "INSERT INTO xid_events VALUES (?, ?, ?, ?, ?)",
                         (xid.last_seen_unix, xid.gpu_index, xid.pci_bus_id, xid.code, new),
                     )
-                    self._xid_counts[key] = xid.count
+                    counted[key] = xid.count
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (disk full): keep its error, not ours.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
+        # Only what was committed is remembered as written.
+        self._xid_counts.update(counted)
+        for row in gpu_rows:
+            self._seen_gpus[row[0]] = row
         self._samples += 1
         if self._samples % self.retention.check_every_samples == 0:
             self.trim(now=ts)
@@ -314,3 +320,50 @@ def open_history(path: str | Path) -> sqlite3.Connection:
             fix=f"this dlrig reads schema {SCHEMA_VERSION}",
         )
     return conn
+
+
+class BackgroundWriter:
+    """Writes samples from its own thread, so a slow disk or a trim never holds the sampler
+    (and with it the exporter's page) back. Samples queue up to `backlog`; beyond that the
+    newest are dropped and counted rather than piling up in memory."""
+
+    def __init__(self, writer: HistoryWriter, backlog: int = 1000) -> None:
+        import queue
+        import threading
+
+        self.writer = writer
+        self.dropped = 0
+        self.error: BaseException | None = None
+        self._queue: queue.Queue[Sample | None] = queue.Queue(maxsize=backlog)
+        self._full = queue.Full
+        self._thread = threading.Thread(target=self._run, name="dlrig-history", daemon=True)
+        self._thread.start()
+
+    def __call__(self, sample: Sample) -> None:
+        if self.error is not None:
+            raise self.error
+        try:
+            self._queue.put_nowait(sample)
+        except self._full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while True:
+            sample = self._queue.get()
+            if sample is None:
+                return
+            try:
+                self.writer.write(sample)
+            except BaseException as exc:  # noqa: BLE001 - reported to the sampler's next call
+                self.error = exc
+                return
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write what is queued, then close the database."""
+        import contextlib
+
+        with contextlib.suppress(Exception):
+            self._queue.put(None, timeout=timeout)
+        self._thread.join(timeout=timeout)
+        if not self._thread.is_alive():
+            self.writer.close()

@@ -117,8 +117,11 @@ def read_situation(samples: Sequence[Sample], window_seconds: float = 60.0) -> l
                     idlest,
                 )
             )
+    window_start = window[0].timestamp_unix
     for xid in last.xids:
-        severity = {"critical": "critical", "warn": "warn"}.get(xid.severity, "warn")
+        if xid.last_seen_unix < window_start:
+            continue  # an old Xid is history, not news: the report and the alerts keep it
+        severity = {"critical": "critical", "warn": "warn"}.get(xid.severity, "info")
         where = f"GPU {xid.gpu_index}" if xid.gpu_index is not None else xid.pci_bus_id
         readings.append(
             Reading(

@@ -93,13 +93,13 @@ class HistoryReport:
 
 
 def _weights(times: list[float], cap: float) -> list[float]:
-    """Seconds each sample stands for: the gap to the next one, capped; the last gets the median."""
+    """Seconds each sample stands for: the time to the next one; one usual interval (cap / 3)
+    for the last sample and for one followed by a gap in the recording."""
+    usual = cap / 3.0
     weights = []
     for i, t in enumerate(times):
-        if i + 1 < len(times):
-            weights.append(min(times[i + 1] - t, cap))
-        else:
-            weights.append(min(cap / 3.0, cap))
+        gap = times[i + 1] - t if i + 1 < len(times) else None
+        weights.append(gap if gap is not None and gap <= cap else usual)
     return weights
 
 
@@ -189,8 +189,14 @@ def _gpu_report(
     periods: list[IdlePeriod] = []
     start: float | None = None
     end: float | None = None
-    for r, w in zip(rows, weights, strict=True):
+    for i, (r, w) in enumerate(zip(rows, weights, strict=True)):
         idle = r[2] == "ok" and r[3] is not None and float(r[3]) < idle_below
+        # A gap in the recording (recorder stopped) ends a period: nobody saw what happened.
+        after_gap = i > 0 and float(r[0]) - float(rows[i - 1][0]) > cap
+        if after_gap and start is not None and end is not None:
+            if end - start >= idle_min:
+                periods.append(IdlePeriod(start, end))
+            start = end = None
         if idle:
             start = float(r[0]) if start is None else start
             end = float(r[0]) + w
@@ -215,7 +221,7 @@ def _gpu_report(
         throttled += w if hit else 0.0
     sm = [(float(r[4]), w) for r, w in zip(rows, weights, strict=True) if r[4] is not None]
     power = [(float(r[6]), w) for r, w in zip(rows, weights, strict=True) if r[6] is not None]
-    energy_kwh, method = _energy(rows, power)
+    energy_kwh, method = _energy(rows, weights, cap)
     memory = [int(r[5]) for r in rows if r[5] is not None]
     temps = [float(r[8]) for r in rows if r[8] is not None]
     return GpuReport(
@@ -247,16 +253,32 @@ def _weighted_mean(pairs: list[tuple[float, float]]) -> float | None:
 
 
 def _energy(
-    rows: list[tuple[Any, ...]], power: list[tuple[float, float]]
+    rows: list[tuple[Any, ...]], weights: list[float], cap: float
 ) -> tuple[float | None, str | None]:
-    counter = [(float(r[0]), float(r[7])) for r in rows if r[7] is not None]
-    if len(counter) >= 2:
-        # Sum the increases: the counter restarts from 0 when the driver reloads.
-        joules = sum(max(b - a, 0.0) for (_, a), (_, b) in itertools.pairwise(counter))
-        return joules / 3.6e6, "counter"
-    if power:
-        return sum(p * w for p, w in power) / 3.6e6, "integrated power"
-    return None, None
+    """kWh from the energy counter's increases where consecutive samples have one, else from
+    power × time; gaps in the recording (longer than `cap`) count for nothing either way."""
+    joules = 0.0
+    used_counter = used_power = False
+    for i, (r, w) in enumerate(zip(rows, weights, strict=True)):
+        following = rows[i + 1] if i + 1 < len(rows) else None
+        if (
+            following is not None
+            and r[7] is not None
+            and following[7] is not None
+            and float(following[0]) - float(r[0]) <= cap
+        ):
+            # The counter restarts from 0 when the driver reloads: count increases only.
+            joules += max(float(following[7]) - float(r[7]), 0.0)
+            used_counter = True
+        elif r[6] is not None and (r[7] is None or following is not None):
+            joules += float(r[6]) * w
+            used_power = True
+    if not used_counter and not used_power:
+        return None, None
+    method = "counter" if used_counter and not used_power else "integrated power"
+    if used_counter and used_power:
+        method = "counter and integrated power"
+    return joules / 3.6e6, method
 
 
 def write_plots(

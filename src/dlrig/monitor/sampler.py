@@ -72,12 +72,17 @@ class _DeviceWorker:
                 self._pending = None
             assert future is not None
             try:
-                future.set_result(self._read(self.index))
+                result: Gpu | None = self._read(self.index)
+                error: BaseException | None = None
             except BaseException as exc:  # noqa: BLE001 - every failure is reported, not raised
-                future.set_exception(exc)
-            finally:
-                with self._lock:
-                    self._busy_since = None
+                result, error = None, exc
+            # Free before completing: a round that sees the answer must also see the worker idle.
+            with self._lock:
+                self._busy_since = None
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)  # type: ignore[arg-type]
 
     def close(self) -> None:
         with self._lock:
@@ -118,7 +123,9 @@ class Sampler:
             raise ValueError("interval_seconds must be positive")
         self.source = source
         self.interval_seconds = interval_seconds
-        self.call_timeout_seconds = min(call_timeout_seconds, max(interval_seconds * 0.9, 0.05))
+        # A deadline, not a budget: a slow GPU (PCIe throughput alone is sampled over 20 ms
+        # per direction) still answers; only a call stuck past it counts as hung.
+        self.call_timeout_seconds = call_timeout_seconds
         self._host = HostMeter() if host else None
         self._workers = [_DeviceWorker(i, source.read_gpu) for i in range(source.info.gpu_count)]
         self._last_good: dict[int, Gpu] = {}
@@ -154,13 +161,17 @@ class Sampler:
             self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
+        """Stop sampling; False when the loop did not finish in time (a listener is stuck)."""
         self._stop.set()
+        stopped = True
         if self._thread is not None:
-            self._thread.join(timeout=self.call_timeout_seconds + 2.0)
+            self._thread.join(timeout=self.call_timeout_seconds + 5.0)
+            stopped = not self._thread.is_alive()
         for worker in self._workers:
             worker.close()
-        self.source.close()
+        self.source.close(calls_in_flight=any(w.busy_since is not None for w in self._workers))
+        return stopped
 
     def wait_for_sample(self, after: int = 0, timeout: float = 10.0) -> Sample | None:
         """Block until a sample with sequence > `after` exists (tests, --once)."""

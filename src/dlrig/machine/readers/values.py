@@ -63,8 +63,8 @@ def integer(raw: str | None) -> int | None:
     return None if parsed is None else int(parsed)
 
 
-def size_bytes(raw: str | None, default_unit: str = "mib") -> int | None:
-    """A memory size: "81920 MiB" -> bytes. Bare numbers use `default_unit`."""
+def _scaled(raw: str | None, units: dict[str, int], default_unit: str) -> float | None:
+    """A number times its unit's scale ("81920 MiB", "4000 KB/s"); None for unknown units."""
     value = text(raw)
     if value is None:
         return None
@@ -72,9 +72,15 @@ def size_bytes(raw: str | None, default_unit: str = "mib") -> int | None:
     if not match:
         return None
     unit = (match.group(2) or default_unit).lower()
-    if unit not in _UNITS:
+    if unit not in units:
         return None
-    return int(float(match.group(1)) * _UNITS[unit])
+    return float(match.group(1)) * units[unit]
+
+
+def size_bytes(raw: str | None, default_unit: str = "mib") -> int | None:
+    """A memory size: "81920 MiB" -> bytes. Bare numbers use `default_unit`."""
+    scaled = _scaled(raw, _UNITS, default_unit)
+    return None if scaled is None else int(scaled)
 
 
 _RATE_UNITS = {"b/s": 1, "kb/s": 1000, "mb/s": 1000**2, "gb/s": 1000**3}
@@ -83,16 +89,7 @@ _RATE_UNITS = {"b/s": 1, "kb/s": 1000, "mb/s": 1000**2, "gb/s": 1000**3}
 def byte_rate(raw: str | None) -> float | None:
     """ "4000 KB/s" -> 4000000.0 bytes per second. nvidia-smi's KB here is 1000 bytes: it
     prints NVML's nvmlDeviceGetPcieThroughput value, documented in KB/s."""
-    value = text(raw)
-    if value is None:
-        return None
-    match = _NUMBER.match(value)
-    if not match:
-        return None
-    unit = (match.group(2) or "kb/s").lower()
-    if unit not in _RATE_UNITS:
-        return None
-    return float(match.group(1)) * _RATE_UNITS[unit]
+    return _scaled(raw, _RATE_UNITS, "kb/s")
 
 
 def link_width(raw: str | None) -> int | None:
