@@ -223,6 +223,10 @@ def run(
             f"{backend}, {where}; busbw at {_size_text(best['bytes'])} "
             f"(nccl-tests definition); smallest message {rows[0]['time_us']:.0f} µs"
         )
+        if backend == "gloo" and op == "reduce_scatter":
+            note += (
+                "; gloo has no native reduce-scatter (torch emulates it): not comparable to NCCL"
+            )
         results.append(
             judged(
                 "comms",

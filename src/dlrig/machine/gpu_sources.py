@@ -110,11 +110,13 @@ class NvmlSource:
         nv = self._nv
         count = int(nv.get("nvmlDeviceGetCount") or 0)
         self._handles: list[Any] = []
+        self._lost_at_start: set[int] = set()
         for index in range(count):
             try:
                 self._handles.append(nv.get("nvmlDeviceGetHandleByIndex", index))
             except GpuLost:
                 self._handles.append(None)
+                self._lost_at_start.add(index)
         self._static: dict[int, Gpu] = {}
         self._gpm_previous: dict[int, Any] = {}
         self._gpm_supported: dict[int, bool] = {}
@@ -188,8 +190,15 @@ class NvmlSource:
         return gpu
 
     def read_gpu(self, index: int) -> Gpu:
-        if index >= len(self._handles) or self._handles[index] is None:
-            raise GpuLost(f"GPU {index} has no NVML handle")
+        if index >= len(self._handles):
+            raise GpuLost(f"GPU {index} is not among the {len(self._handles)} NVML listed")
+        if index in self._lost_at_start:
+            raise GpuLost(f"GPU {index} was lost when NVML started")
+        if self._handles[index] is None:
+            # Lost GPUs raised GpuLost when their handle was asked for; this one was refused
+            # for another reason (no permission to the device, for one).
+            reason = next((e for e in reversed(self._nv.errors) if "HandleByIndex" in e), "")
+            raise RuntimeError(f"NVML gave no handle for GPU {index} {reason}".strip())
         handle = self._handles[index]
         nv, nvml = self._nv, self._nv.nvml
         static = self._static_part(index, handle)
