@@ -384,25 +384,15 @@ def _measure(
                 # Without hugetlbfs pages fio's buffer is scattered 4 KiB pages; see read_buffer.
                 note += " (fio without huge pages: on VMs its figure can read low)"
         value = round(figures.mb_per_s, 1)
+        unjudged = None
         if in_ram:
             # tmpfs accepts O_DIRECT as a no-op: the figure is memory speed, not a disk's.
-            results.append(
-                BenchResult(
-                    "storage",
-                    test,
-                    value,
-                    "MB/s",
-                    None,
-                    "info",
-                    None,
-                    note + f"; {fstype} keeps files in RAM: this is memory speed, not a disk",
-                    None,
-                    detail,
-                )
-            )
+            unjudged = f"; {fstype} keeps files in RAM: this is memory speed, not a disk"
         elif test == "random_read":
             # One request at a time is latency-bound; DataLoader workers read in parallel, so
             # this informs (disk latency) rather than judges the pipeline.
+            unjudged = "; DataLoader workers issue reads in parallel and get more"
+        if unjudged is not None:
             results.append(
                 BenchResult(
                     "storage",
@@ -412,7 +402,7 @@ def _measure(
                     None,
                     "info",
                     None,
-                    note + "; DataLoader workers issue reads in parallel and get more",
+                    note + unjudged,
                     None,
                     detail,
                 )
