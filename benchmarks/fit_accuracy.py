@@ -81,52 +81,34 @@ def map_row(row: dict[str, str]) -> Case | str:
     if gpu_id is None:
         return f"GPU {row['gpu']} is not in the catalogue"
     per_node, network = _system(row["gpu"])
-    gpus_count = int(row["num_gpus"])
+    shared = {
+        "batch_size": batch,
+        "precision": precision,
+        "gpus": int(row["num_gpus"]),
+        "gpu": gpu_id,
+        "gpus_per_node": per_node,
+        "network_gbps": network,
+        "search_max_batch": False,
+    }
     if model.startswith("ResNet-50"):
         options = fit.Options(
-            model="resnet50",
-            batch_size=batch,
-            image_size=224,
-            precision=precision,
-            optimizer="sgd-momentum",
-            gpus=gpus_count,
-            strategy="ddp",
-            gpu=gpu_id,
-            gpus_per_node=per_node,
-            network_gbps=network,
-            search_max_batch=False,
+            model="resnet50", image_size=224, optimizer="sgd-momentum", strategy="ddp", **shared
         )
     elif model.startswith("BERT-large") and (
         "seq128" in model or "seq512" in model or "seq384" in model
     ):
         seq = 128 if "seq128" in model else 512 if "seq512" in model else 384
         options = fit.Options(
-            model="bert-large",
-            batch_size=batch,
-            seq_len=seq,
-            precision=precision,
-            optimizer="adamw",
-            gpus=gpus_count,
-            strategy="ddp",
-            gpu=gpu_id,
-            gpus_per_node=per_node,
-            network_gbps=network,
-            search_max_batch=False,
+            model="bert-large", seq_len=seq, optimizer="adamw", strategy="ddp", **shared
         )
     elif model.startswith("Llama-3.1-8B pretrain seq8192") and "FSDP" in model:
         options = fit.Options(
             model="llama3-8b",
-            batch_size=batch,
             seq_len=8192,
-            precision=precision,
             optimizer="adamw",
-            gpus=gpus_count,
             strategy="fsdp",
-            gpu=gpu_id,
             grad_checkpointing="selective" if "selective" in model else "full",
-            gpus_per_node=per_node,
-            network_gbps=network,
-            search_max_batch=False,
+            **shared,
         )
     else:
         return "no preset for this model"

@@ -44,3 +44,17 @@ def write_bytes_atomic(path: Path | str, data: bytes) -> Path:
             f"{target}: cannot write ({exc.strerror})", fix="check permissions and free space"
         ) from None
     return target
+
+
+def ensure_directory(path: Path | str, option: str) -> Path:
+    """The directory a user named for output (`option` says which), created if needed."""
+    directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"{option} {directory}: is not a directory", fix="give a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"{option} {directory}: cannot create it ({exc.strerror})", fix="pick another path"
+        ) from None
+    return directory

@@ -94,9 +94,16 @@ def test_record_db_then_report_with_plots_and_cost(run_dlrig, tmp_path) -> None:
     db = tmp_path / "h.db"
     result = run_dlrig(
         "monitor", "record", "--db", str(db), "--replay", str(H200), "--interval", "0.05",
-        "--frame-seconds", "0.5", "--duration", "2.5",
+        "--frame-seconds", "0.5", "--duration", "2.5", "--json",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["schema"] == "dlrig.monitor.record" and summary["samples_dropped"] == 0
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT COUNT(*) FROM gpu_samples").fetchone()[0]
+    assert summary["samples_written"] == rows > 10  # one GPU: a row per sample
     result = run_dlrig(
         "monitor", "report", str(db), "--json", "--price-per-kwh", "0.25",
         "--plots", str(tmp_path / "plots"), "--idle-min-seconds", "0.2",
@@ -120,8 +127,13 @@ def test_record_db_then_report_with_plots_and_cost(run_dlrig, tmp_path) -> None:
 
 
 def test_assets_written_pass_promtool(run_dlrig, tmp_path) -> None:
-    result = run_dlrig("monitor", "assets", "--to", str(tmp_path / "assets"))
+    result = run_dlrig("monitor", "assets", "--to", str(tmp_path / "assets"), "--json")
     assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["schema"] == "dlrig.monitor.assets"
+    assert sorted(Path(p).name for p in document["written"]) == sorted(
+        p.name for p in (tmp_path / "assets").iterdir()
+    )
     written = sorted(p.name for p in (tmp_path / "assets").iterdir())
     assert written == [
         "alerts.yml",
@@ -186,10 +198,11 @@ def test_record_to_captures_states_that_replay_like_the_original(
     out = tmp_path / "mine.txt"
     for state in ("idle", "load"):
         result = run_dlrig(
-            "monitor", "record", "--to", str(out), "--state", state,
+            "monitor", "record", "--to", str(out), "--state", state, "--json",
             env={**fake_smi, "FAKE_STATE": state},
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["state"] == state
     original = ReplaySource([H200])
     mine = ReplaySource([out])
     assert [f.state for f in mine.frames] == ["idle", "load"]

@@ -212,16 +212,22 @@ def test_nvml_readings_convert_to_base_units(recorded) -> None:
     assert gpu.dram_activity_percent == REAL.NVML_GPM_METRIC_DRAM_BW_UTIL
 
 
+def _drain(source: NvmlSource) -> list[Any]:
+    """The Xid events the watcher thread queued, waiting up to 2 s for the first."""
+    events: list[Any] = []
+    for _ in range(100):
+        events += source.drain_xid()
+        if events:
+            break
+        threading.Event().wait(0.02)
+    return events
+
+
 def test_nvml_xid_events_arrive_through_the_event_set(recorded) -> None:
     source = NvmlSource()
     try:
         assert recorded.xid_delivered.wait(5)
-        events = []
-        for _ in range(100):
-            events += source.drain_xid()
-            if events:
-                break
-            threading.Event().wait(0.02)
+        events = _drain(source)
     finally:
         source.close()
     [event] = events
@@ -248,12 +254,7 @@ def test_xid_watcher_survives_a_gpu_that_is_lost(monkeypatch) -> None:
         fake.lost = True
         fake.nvmlDeviceGetPciInfo = fake._unsupported  # type: ignore[method-assign]
         assert fake.xid_delivered.wait(5)
-        events = []
-        for _ in range(100):
-            events += source.drain_xid()
-            if events:
-                break
-            threading.Event().wait(0.02)
+        events = _drain(source)
         assert source._xid_thread is not None and source._xid_thread.is_alive()
     finally:
         source.close()

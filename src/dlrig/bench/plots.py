@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from dlrig.bench.results import BenchResult
-from dlrig.errors import InputError, MissingExtraError
-from dlrig.outputs import write_bytes_atomic
+from dlrig.errors import MissingExtraError
+from dlrig.outputs import ensure_directory, write_bytes_atomic
 
 
 def pyplot() -> Any:
@@ -34,9 +34,7 @@ def _save(plt: Any, figure: Any, path: Path) -> str:
 
 def write(results: list[BenchResult], directory: Path) -> list[str]:
     """The plots that the results have data for; the files written."""
-    if directory.exists() and not directory.is_dir():
-        raise InputError(f"{directory}: is not a directory", fix="give a directory for --out")
-    directory.mkdir(parents=True, exist_ok=True)
+    ensure_directory(directory, "--out")
     plt = pyplot()
     written = []
     compute = [r for r in results if r.part == "compute" and r.detail.get("tflops_by_size")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import signal
-from pathlib import Path
 from typing import Any
 
 import click
@@ -70,7 +69,7 @@ def bench_command(
     from dlrig import bench
     from dlrig.bench import comms, plots, storage
     from dlrig.errors import InputError
-    from dlrig.outputs import write_text_atomic
+    from dlrig.outputs import ensure_directory, write_text_atomic
 
     if not (math.isfinite(random_seconds) and random_seconds > 0):
         raise InputError(
@@ -91,17 +90,9 @@ def bench_command(
         processes=processes,
         quick=quick,
     )
-    directory = Path(out_dir) if out_dir else None
+    # Before the run, not after it: a bad --out must not throw the results away.
+    directory = ensure_directory(out_dir, "--out") if out_dir else None
     if directory is not None:
-        # Before the run, not after it: a bad --out must not throw the results away.
-        if directory.exists() and not directory.is_dir():
-            raise InputError(f"--out {directory}: is not a directory", fix="give a directory")
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InputError(
-                f"--out {directory}: cannot create it ({exc.strerror})", fix="pick another path"
-            ) from None
         plots.pyplot()
     # systemd, Slurm and `timeout` stop with SIGTERM: unwind like Ctrl-C so the storage
     # test file is removed.

@@ -236,6 +236,7 @@ def serve_command(
 @click.option(
     "--max-size-mb", type=float, default=1024.0, show_default=True, help="History size cap."
 )
+@json_option
 def record_command(
     replay: tuple[str, ...],
     replay_state: str | None,
@@ -248,6 +249,7 @@ def record_command(
     duration: float | None,
     max_age_days: float,
     max_size_mb: float,
+    as_json: bool,
 ) -> None:
     """Record: a replayable nvidia-smi capture (--to) or a sample history (--db)."""
     if bool(to_file) == bool(db):
@@ -267,9 +269,13 @@ def record_command(
             existing = read_text(path, "capture", 200 * 1000 * 1000)
         text = recorder.record(state, existing)
         write_text_atomic(path, text)
-        console(stderr=True).print(
-            f"recorded state {state!r} to {path}; replay it with `dlrig monitor --replay {path}`"
-        )
+        if as_json:
+            print_json(_record_document(capture=str(path), state=state))
+        else:
+            console(stderr=True).print(
+                f"recorded state {state!r} to {path}; replay it with "
+                f"`dlrig monitor --replay {path}`"
+            )
         return
     from dlrig import monitor
     from dlrig.monitor.history import BackgroundWriter, HistoryWriter, Retention
@@ -317,6 +323,22 @@ def record_command(
             f"{db}: cannot write the history ({failed[0]})",
             fix="free disk space or record to another file; the samples written so far are kept",
         )
+    summary = {
+        "db": db,
+        "samples_written": writer.writer.samples_written,
+        "samples_dropped": writer.dropped,
+    }
+    if as_json:
+        print_json(_record_document(**summary))
+    else:
+        console(stderr=True).print(
+            f"wrote {summary['samples_written']} samples to {db}"
+            + (f" ({writer.dropped} dropped: the disk fell behind)" if writer.dropped else "")
+        )
+
+
+def _record_document(**fields: Any) -> dict[str, Any]:
+    return {"schema": "dlrig.monitor.record", "schema_version": 1, **fields}
 
 
 @monitor_command.command("report")
@@ -378,11 +400,21 @@ def report_command(
     required=True,
     help="Directory to write the alert rules, their tests, and the Grafana dashboard into.",
 )
-def assets_command(to_dir: str) -> None:
+@json_option
+def assets_command(to_dir: str, as_json: bool) -> None:
     """Write the Prometheus alert rules and the Grafana dashboard shipped with dlrig."""
     from dlrig.monitor.assets import write_assets
 
     written = write_assets(Path(to_dir))
+    if as_json:
+        print_json(
+            {
+                "schema": "dlrig.monitor.assets",
+                "schema_version": 1,
+                "written": [str(path) for path in written],
+            }
+        )
+        return
     out = console()
     for path in written:
         out.print(str(path))

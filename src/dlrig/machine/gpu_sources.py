@@ -31,7 +31,7 @@ from dlrig.machine.model import (
     PcieLink,
     XidEvent,
 )
-from dlrig.machine.nvidia import memory_health, running_processes
+from dlrig.machine.nvidia import memory_health, memory_info, running_processes
 from dlrig.machine.nvml import (
     GpuLost,
     NvmlSession,
@@ -202,7 +202,7 @@ class NvmlSource:
         handle = self._handles[index]
         nv, nvml = self._nv, self._nv.nvml
         static = self._static_part(index, handle)
-        memory = _memory_info(nv, handle)
+        memory = memory_info(nv, handle)
         utilization = nv.get("nvmlDeviceGetUtilizationRates", handle)
         reasons = nv.first(
             ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
@@ -439,20 +439,6 @@ class NvmlSource:
             self._nv.get("nvmlGpmSampleFree", sample)
         self._gpm_previous.clear()
         end_session(self._nv)
-
-
-def _memory_info(nv: NvmlSession, handle: Any) -> Any:
-    """Memory use as nvidia-smi shows it: the v2 call leaves the driver's reservation out of
-    "used" (v1 counts it on R510+ drivers); older drivers only have v1."""
-    version = getattr(nv.nvml, "nvmlMemory_v2", None)
-    if version is not None:
-        try:
-            answer = nv.get("nvmlDeviceGetMemoryInfo", handle, version)
-        except TypeError:  # a binding without the version argument
-            answer = None
-        if answer is not None:
-            return answer
-    return nv.get("nvmlDeviceGetMemoryInfo", handle)
 
 
 def _same_handle(a: Any, b: Any) -> bool:

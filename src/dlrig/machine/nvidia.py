@@ -68,6 +68,20 @@ def _cuda_version(value: int | None) -> str | None:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
+def memory_info(nv: NvmlSession, handle: Any) -> Any:
+    """Memory use as nvidia-smi shows it: the v2 call leaves the driver's reservation out of
+    "used" (v1 counts it on R510+ drivers); older drivers only have v1."""
+    version = getattr(nv.nvml, "nvmlMemory_v2", None)
+    if version is not None:
+        try:
+            answer = nv.get("nvmlDeviceGetMemoryInfo", handle, version)
+        except TypeError:  # a binding without the version argument
+            answer = None
+        if answer is not None:
+            return answer
+    return nv.get("nvmlDeviceGetMemoryInfo", handle)
+
+
 def running_processes(nv: NvmlSession, handle: Any) -> tuple[GpuProcess, ...] | None:
     """Compute and graphics processes on the GPU, with their container when they run in one."""
     found: dict[int, GpuProcess] = {}
@@ -150,7 +164,7 @@ def _process_name(pid: int) -> str | None:
 def _gpu(nv: NvmlSession, index: int) -> Gpu:
     handle = nv.get("nvmlDeviceGetHandleByIndex", index)
     name = nv.get("nvmlDeviceGetName", handle) or "unknown NVIDIA GPU"
-    memory = nv.get("nvmlDeviceGetMemoryInfo", handle)
+    memory = memory_info(nv, handle)
     capability = nv.get("nvmlDeviceGetCudaComputeCapability", handle)
     pci = nv.get("nvmlDeviceGetPciInfo", handle)
     bus_id = getattr(pci, "busId", None) if pci is not None else None

@@ -5,8 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from dlrig.errors import InputError
-from dlrig.outputs import write_bytes_atomic
+from dlrig.outputs import ensure_directory, write_bytes_atomic
 
 ASSET_NAMES = ("alerts.yml", "alerts_test.yml", "grafana-dashboard.json", "prometheus-scrape.yml")
 
@@ -19,12 +18,5 @@ def asset_bytes(name: str) -> bytes:
 
 def write_assets(directory: Path) -> list[Path]:
     """Copy the assets into `directory` (created if needed); the paths written."""
-    if directory.exists() and not directory.is_dir():
-        raise InputError(f"{directory}: is not a directory", fix="give a directory for --to")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(
-            f"{directory}: cannot create ({exc.strerror})", fix="pick a writable directory"
-        ) from None
+    ensure_directory(directory, "--to")
     return [write_bytes_atomic(directory / name, asset_bytes(name)) for name in ASSET_NAMES]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -157,107 +157,176 @@ def _info_metric(
     )
 
 
-def _one_gpu(f: _Families, g: Gpu, labels: dict[str, str]) -> None:
-    add = f.add
-    add(
+# Per-GPU series with the GPU's labels only: (name, type, help, value of a reading).
+_GPU_SERIES: tuple[tuple[str, str, str, Callable[[Gpu], float | None]], ...] = (
+    (
         "dlrig_gpu_utilization_ratio",
         "gauge",
         "Fraction of the last sample period in which a kernel ran (NVML utilization.gpu).",
-        labels,
-        _ratio(g.utilization_gpu_percent),
-    )
-    add(
+        lambda g: _ratio(g.utilization_gpu_percent),
+    ),
+    (
         "dlrig_gpu_memory_utilization_ratio",
         "gauge",
         "Fraction of the last sample period in which device memory was read or written.",
-        labels,
-        _ratio(g.utilization_memory_percent),
-    )
-    for name, value, doc in (
-        ("graphics_activity", g.graphics_activity_percent, "graphics/compute engine was active"),
-        ("sm_activity", g.sm_activity_percent, "SMs were busy (GPM, Hopper and newer)"),
-        ("sm_occupancy", g.sm_occupancy_percent, "resident warps vs the maximum (GPM)"),
-        ("tensor_activity", g.tensor_activity_percent, "tensor cores were busy (GPM)"),
-        ("dram_activity", g.dram_activity_percent, "DRAM bandwidth used vs peak (GPM)"),
-    ):
-        add(f"dlrig_gpu_{name}_ratio", "gauge", f"Fraction: {doc}.", labels, _ratio(value))
-    add(
-        "dlrig_gpu_memory_used_bytes", "gauge", "Device memory in use.", labels, g.memory_used_bytes
-    )
-    add(
+        lambda g: _ratio(g.utilization_memory_percent),
+    ),
+    (
+        "dlrig_gpu_graphics_activity_ratio",
+        "gauge",
+        "Fraction: graphics/compute engine was active.",
+        lambda g: _ratio(g.graphics_activity_percent),
+    ),
+    (
+        "dlrig_gpu_sm_activity_ratio",
+        "gauge",
+        "Fraction: SMs were busy (GPM, Hopper and newer).",
+        lambda g: _ratio(g.sm_activity_percent),
+    ),
+    (
+        "dlrig_gpu_sm_occupancy_ratio",
+        "gauge",
+        "Fraction: resident warps vs the maximum (GPM).",
+        lambda g: _ratio(g.sm_occupancy_percent),
+    ),
+    (
+        "dlrig_gpu_tensor_activity_ratio",
+        "gauge",
+        "Fraction: tensor cores were busy (GPM).",
+        lambda g: _ratio(g.tensor_activity_percent),
+    ),
+    (
+        "dlrig_gpu_dram_activity_ratio",
+        "gauge",
+        "Fraction: DRAM bandwidth used vs peak (GPM).",
+        lambda g: _ratio(g.dram_activity_percent),
+    ),
+    (
+        "dlrig_gpu_memory_used_bytes",
+        "gauge",
+        "Device memory in use.",
+        lambda g: g.memory_used_bytes,
+    ),
+    (
         "dlrig_gpu_memory_total_bytes",
         "gauge",
         "Device memory size.",
-        labels,
-        g.memory_total_bytes,
-    )
-    add("dlrig_gpu_sm_clock_hertz", "gauge", "SM clock.", labels, _mhz_to_hz(g.sm_clock_mhz))
-    add(
+        lambda g: g.memory_total_bytes,
+    ),
+    ("dlrig_gpu_sm_clock_hertz", "gauge", "SM clock.", lambda g: _mhz_to_hz(g.sm_clock_mhz)),
+    (
         "dlrig_gpu_sm_clock_max_hertz",
         "gauge",
         "Highest SM clock the GPU supports.",
-        labels,
-        _mhz_to_hz(g.sm_clock_max_mhz),
-    )
-    add(
+        lambda g: _mhz_to_hz(g.sm_clock_max_mhz),
+    ),
+    (
         "dlrig_gpu_memory_clock_hertz",
         "gauge",
         "Memory clock.",
-        labels,
-        _mhz_to_hz(g.memory_clock_mhz),
-    )
-    add(
+        lambda g: _mhz_to_hz(g.memory_clock_mhz),
+    ),
+    (
         "dlrig_gpu_memory_clock_max_hertz",
         "gauge",
         "Highest memory clock.",
-        labels,
-        _mhz_to_hz(g.memory_clock_max_mhz),
-    )
-    add("dlrig_gpu_power_watts", "gauge", "Power draw.", labels, g.power_draw_watts)
-    add(
+        lambda g: _mhz_to_hz(g.memory_clock_max_mhz),
+    ),
+    ("dlrig_gpu_power_watts", "gauge", "Power draw.", lambda g: g.power_draw_watts),
+    (
         "dlrig_gpu_power_limit_watts",
         "gauge",
         "Enforced power limit.",
-        labels,
-        g.power_limit_watts,
-    )
-    add(
+        lambda g: g.power_limit_watts,
+    ),
+    (
         "dlrig_gpu_power_default_limit_watts",
         "gauge",
         "Default power limit of the board.",
-        labels,
-        g.power_default_limit_watts,
-    )
-    add(
+        lambda g: g.power_default_limit_watts,
+    ),
+    (
         "dlrig_gpu_energy_joules_total",
         "counter",
         "Energy used since the driver was loaded.",
-        labels,
-        g.energy_consumed_joules,
-    )
-    add("dlrig_gpu_temperature_celsius", "gauge", "GPU core temperature.", labels, g.temperature_c)
-    add(
+        lambda g: g.energy_consumed_joules,
+    ),
+    ("dlrig_gpu_temperature_celsius", "gauge", "GPU core temperature.", lambda g: g.temperature_c),
+    (
         "dlrig_gpu_slowdown_temperature_celsius",
         "gauge",
         "Temperature at which the GPU starts to slow its clocks.",
-        labels,
-        g.temperature_slowdown_c,
-    )
-    add(
+        lambda g: g.temperature_slowdown_c,
+    ),
+    (
         "dlrig_gpu_memory_temperature_celsius",
         "gauge",
         "Memory (HBM) temperature.",
-        labels,
-        g.memory_temperature_c,
-    )
-    add("dlrig_gpu_fan_speed_ratio", "gauge", "Fan speed.", labels, _ratio(g.fan_speed_percent))
-    add(
+        lambda g: g.memory_temperature_c,
+    ),
+    ("dlrig_gpu_fan_speed_ratio", "gauge", "Fan speed.", lambda g: _ratio(g.fan_speed_percent)),
+    (
         "dlrig_gpu_performance_state",
         "gauge",
         "P-state: 0 is the fastest, 15 the slowest.",
-        labels,
-        _pstate(g.performance_state),
-    )
+        lambda g: _pstate(g.performance_state),
+    ),
+    (
+        "dlrig_gpu_pcie_link_generation",
+        "gauge",
+        "Current PCIe generation.",
+        lambda g: g.pcie.gen_current,
+    ),
+    (
+        "dlrig_gpu_pcie_link_generation_max",
+        "gauge",
+        "Highest PCIe generation of the link.",
+        lambda g: g.pcie.gen_max,
+    ),
+    ("dlrig_gpu_pcie_link_width", "gauge", "Current PCIe lanes.", lambda g: g.pcie.width_current),
+    (
+        "dlrig_gpu_pcie_link_width_max",
+        "gauge",
+        "Lanes the link supports.",
+        lambda g: g.pcie.width_max,
+    ),
+    (
+        "dlrig_gpu_pcie_transmit_bytes_per_second",
+        "gauge",
+        "PCIe traffic from the GPU (NVML samples 20 ms).",
+        lambda g: g.pcie_tx_bytes_per_second,
+    ),
+    (
+        "dlrig_gpu_pcie_receive_bytes_per_second",
+        "gauge",
+        "PCIe traffic to the GPU (NVML samples 20 ms).",
+        lambda g: g.pcie_rx_bytes_per_second,
+    ),
+    (
+        "dlrig_gpu_pcie_replay_errors_total",
+        "counter",
+        "PCIe packet replays since the driver was loaded (link quality).",
+        lambda g: g.pcie_replay_errors,
+    ),
+    (
+        "dlrig_gpu_nvlink_transmit_bytes_total",
+        "counter",
+        "NVLink data sent, all links.",
+        lambda g: g.nvlink_tx_bytes,
+    ),
+    (
+        "dlrig_gpu_nvlink_receive_bytes_total",
+        "counter",
+        "NVLink data received, all links.",
+        lambda g: g.nvlink_rx_bytes,
+    ),
+)
+
+
+def _one_gpu(f: _Families, g: Gpu, labels: dict[str, str]) -> None:
+    add = f.add
+    for name, kind, doc, read in _GPU_SERIES:
+        add(name, kind, doc, labels, read(g))
     if g.clocks_event_reasons is not None:
         active = set(g.clocks_event_reasons)
         for _, reason in CLOCK_EVENT_BITS:
@@ -268,60 +337,6 @@ def _one_gpu(f: _Families, g: Gpu, labels: dict[str, str]) -> None:
                 {**labels, "reason": reason},
                 1.0 if reason in active else 0.0,
             )
-    pcie = g.pcie
-    add(
-        "dlrig_gpu_pcie_link_generation",
-        "gauge",
-        "Current PCIe generation.",
-        labels,
-        pcie.gen_current,
-    )
-    add(
-        "dlrig_gpu_pcie_link_generation_max",
-        "gauge",
-        "Highest PCIe generation of the link.",
-        labels,
-        pcie.gen_max,
-    )
-    add("dlrig_gpu_pcie_link_width", "gauge", "Current PCIe lanes.", labels, pcie.width_current)
-    add(
-        "dlrig_gpu_pcie_link_width_max", "gauge", "Lanes the link supports.", labels, pcie.width_max
-    )
-    add(
-        "dlrig_gpu_pcie_transmit_bytes_per_second",
-        "gauge",
-        "PCIe traffic from the GPU (NVML samples 20 ms).",
-        labels,
-        g.pcie_tx_bytes_per_second,
-    )
-    add(
-        "dlrig_gpu_pcie_receive_bytes_per_second",
-        "gauge",
-        "PCIe traffic to the GPU (NVML samples 20 ms).",
-        labels,
-        g.pcie_rx_bytes_per_second,
-    )
-    add(
-        "dlrig_gpu_pcie_replay_errors_total",
-        "counter",
-        "PCIe packet replays since the driver was loaded (link quality).",
-        labels,
-        g.pcie_replay_errors,
-    )
-    add(
-        "dlrig_gpu_nvlink_transmit_bytes_total",
-        "counter",
-        "NVLink data sent, all links.",
-        labels,
-        g.nvlink_tx_bytes,
-    )
-    add(
-        "dlrig_gpu_nvlink_receive_bytes_total",
-        "counter",
-        "NVLink data received, all links.",
-        labels,
-        g.nvlink_rx_bytes,
-    )
     for kind, value in (
         ("corrected", g.ecc_errors.volatile_corrected),
         ("uncorrected", g.ecc_errors.volatile_uncorrected),

@@ -139,6 +139,10 @@ class HistoryWriter:
         self._seen_gpus: dict[int, tuple[Any, ...]] = {}
         self._xid_counts: dict[tuple[int | None, str | None, int], int] = {}
 
+    @property
+    def samples_written(self) -> int:
+        return self._samples
+
     def _meta(self, key: str) -> str | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])

@@ -295,12 +295,9 @@ def write_plots(
         raise MissingExtraError("matplotlib", "monitor", "history plots") from None
     from datetime import UTC, datetime
 
-    from dlrig.outputs import write_bytes_atomic
+    from dlrig.outputs import ensure_directory, write_bytes_atomic
 
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: is not a directory", fix="give a directory for --plots")
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_directory(out_dir, "--plots")
     conn = open_history(path)
     try:
         where = "" if since_unix is None else " AND ts >= ?"
