@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 # Tests run on the CPU build of torch; on a GPU box: make test TORCH_SPEC='torch==2.13.0' with a CUDA index.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: run test lint typecheck unit bench clean
+.PHONY: run test system lint typecheck unit gpu bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,17 +23,27 @@ $(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
 run: $(VENV)/.stamp-run
 	$(BIN)/dlrig doctor
 
-test: $(VENV)/.stamp-test lint typecheck unit
+# System packages first (apt-get as root or with passwordless sudo; otherwise the one command
+# to run is printed), so no test is skipped for a missing program.
+system:
+	.ci/system-packages
+
+test: system $(VENV)/.stamp-test lint typecheck unit
 
 lint: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	shellcheck .ci/run .ci/system-packages $(wildcard benchmarks/*.sh)
 
 typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy
 
-unit: $(VENV)/.stamp-test
+unit: $(VENV)/.stamp-test system
 	$(BIN)/pytest
+
+# Where a GPU is: the CUDA/NVML smoke tests and every GPU figure, into out/gpu-suite/.
+gpu: $(VENV)/.stamp-test
+	benchmarks/gpu_suite.sh
 
 bench: $(VENV)/.stamp-test
 	$(BIN)/python benchmarks/doctor_vs_collect_env.py

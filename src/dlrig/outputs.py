@@ -1,4 +1,11 @@
-"""Writing files for the user: atomically, so an interrupted write never leaves half a file."""
+"""Writing files for the user: atomically, readable as the umask says, never half a file.
+
+A file appears whole or not at all: it is written to a temporary name in the same folder,
+flushed to disk, renamed over the target, and the folder itself is synced so the rename
+survives a power cut. The temporary file is removed on any way out, an interrupt included.
+Permissions are `0o666 & ~umask` (like `open()` or a shell's `>`), not mkstemp's 0600: a
+Prometheus or Grafana running as another user must be able to read the rules dlrig wrote.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +17,20 @@ from pathlib import Path
 from dlrig.errors import InputError
 
 
-def write_text_atomic(path: Path | str, text: str) -> Path:
+def current_umask() -> int:
+    """The process umask (reading it means setting it; put it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomic(path: Path | str, text: str, mode: int = 0o666) -> Path:
     """Write `text` to `path` via a temporary file in the same folder and a rename."""
-    return write_bytes_atomic(path, text.encode("utf-8"))
+    return write_bytes_atomic(path, text.encode("utf-8"), mode=mode)
 
 
-def write_bytes_atomic(path: Path | str, data: bytes) -> Path:
-    """Write `data` to `path` via a temporary file in the same folder and a rename."""
+def write_bytes_atomic(path: Path | str, data: bytes, mode: int = 0o666) -> Path:
+    """Write `data` to `path` atomically; `mode` is masked by the umask (0o777 for scripts)."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
@@ -35,6 +49,7 @@ def write_bytes_atomic(path: Path | str, data: bytes) -> Path:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()
+            os.fchmod(stream.fileno(), mode & ~current_umask())
             os.fsync(stream.fileno())
         os.replace(temp_name, target)
     except OSError as exc:
@@ -43,10 +58,29 @@ def write_bytes_atomic(path: Path | str, data: bytes) -> Path:
         raise InputError(
             f"{target}: cannot write ({exc.strerror})", fix="check permissions and free space"
         ) from None
+    except BaseException:
+        # An interrupt (Ctrl-C, SIGTERM via dlrig.lifecycle) must not leave `.NAME.*.tmp`.
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise
+    _sync_directory(folder)
     return target
 
 
-def ensure_directory(path: Path | str, option: str) -> Path:
+def _sync_directory(folder: Path) -> None:
+    """fsync the folder so the rename itself is on disk (not possible on every filesystem)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_directory(path: Path | str, option: str = "--out") -> Path:
     """The directory a user named for output (`option` says which), created if needed."""
     directory = Path(path)
     if directory.exists() and not directory.is_dir():

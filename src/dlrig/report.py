@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,3 +57,16 @@ class Summary:
         for result in results:
             counts[result.status.value] += 1
         return cls(counts)
+
+
+def envelope(schema: str, schema_version: int, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Every `--json` document: `schema` and `schema_version` first, then the command's own keys.
+
+    `schema` names the document ("dlrig.doctor", "dlrig.bench", ...); a consumer checks it and
+    the version before reading the rest. A key in `body` cannot replace either of them.
+    """
+    document: dict[str, Any] = {"schema": schema, "schema_version": schema_version}
+    for key, value in body.items():
+        if key not in document:
+            document[key] = value
+    return document
