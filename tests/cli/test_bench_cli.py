@@ -82,7 +82,8 @@ def test_no_room_for_the_test_file_leaves_nothing_behind(run_dlrig, tmp_path) ->
     assert list(tmp_path.iterdir()) == []
 
 
-def test_sigterm_during_storage_removes_the_test_file(tmp_path) -> None:
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_stop_signal_during_storage_removes_the_test_file(tmp_path, signame) -> None:
     import os
     import signal
     import sys
@@ -90,17 +91,28 @@ def test_sigterm_during_storage_removes_the_test_file(tmp_path) -> None:
 
     from tests.conftest import ROOT
 
+    signum = getattr(signal, signame)
+
+    def ignore_like_a_background_job() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
     process = subprocess.Popen(
         [sys.executable, "-m", "dlrig", "bench", "storage", "--path", str(tmp_path),
          "--size", "2G", "--no-fio"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={k: v for k, v in os.environ.items() if k != "DLRIG_DEBUG"},
+        preexec_fn=ignore_like_a_background_job,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not list(tmp_path.glob(".dlrig-bench-*")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert list(tmp_path.glob(".dlrig-bench-*")), "the test file never appeared"
-    process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=60)
-    assert process.returncode == 130 and "interrupted" in err
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".dlrig-bench-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(tmp_path.glob(".dlrig-bench-*")), "the test file never appeared"
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+    assert process.returncode == 128 + signum and f"stopped by {signame}" in err
     assert list(tmp_path.iterdir()) == []

@@ -178,3 +178,23 @@ def test_storage_on_tmpfs_is_not_judged_as_a_disk() -> None:
     assert {r.verdict for r in found} == {"info"}
     assert all("keeps files in RAM" in (r.note or "") for r in found)
     assert _leftovers(Path("/dev/shm")) == []
+
+
+def test_more_gloo_ranks_than_cores_are_capped_and_progress_is_reported() -> None:
+    import os
+
+    seen: list[float] = []
+    found = comms.run(
+        pick("cpu"),
+        processes=64,
+        sizes=(1 << 12, 1 << 14),
+        iterations=2,
+        progress=lambda label, fraction: seen.append(fraction),
+    )
+    cores = max(os.cpu_count() or 1, 2)
+    assert all(r.detail["ranks"] == min(64, cores) for r in found)
+    if cores < 64:
+        assert "capped at the" in found[0].note
+    # Progress came from rank 0 while the ranks ran, not only at the start and the end.
+    assert len([f for f in seen if 0 < f < 1]) >= 3
+    assert seen[-1] == 1.0

@@ -55,9 +55,15 @@ def launched_by_torchrun() -> bool:
 
 
 def measure(
-    sizes: tuple[int, ...], iterations: int, use_cuda: bool, ops: tuple[str, ...] = OPS
+    sizes: tuple[int, ...],
+    iterations: int,
+    use_cuda: bool,
+    ops: tuple[str, ...] = OPS,
+    done: Any = None,
 ) -> dict[str, list[dict[str, float]]]:
-    """Run in every rank of an initialised process group; all ranks get the same table."""
+    """Run in every rank of an initialised process group; all ranks get the same table.
+
+    `done(fraction)`, when given, is called after each (op, size) with the share finished."""
     torch = torch_module()
     dist = torch.distributed
     ranks = dist.get_world_size()
@@ -110,6 +116,8 @@ def measure(
                 }
             )
             del full, part
+            if done is not None:
+                done((ops.index(op) * len(sizes) + len(rows)) / (len(ops) * len(sizes)))
         table[op] = rows
     return table
 
@@ -138,11 +146,65 @@ def _spawned_rank(
         backend, rank=rank, world_size=ranks, timeout=timedelta(seconds=120)
     )
     try:
-        table = measure(sizes, iterations, use_cuda)
+        report = (lambda fraction: queue.put(("progress", fraction))) if rank == 0 else None
+        table = measure(sizes, iterations, use_cuda, done=report)
         if rank == 0:
-            queue.put(table)
+            queue.put(("table", table))
     finally:
         torch.distributed.destroy_process_group()
+
+
+def _spawn_ranks(
+    ranks: int, backend: str, sizes: tuple[int, ...], iterations: int, progress: Progress
+) -> dict[str, list[dict[str, float]]]:
+    """Spawn one process per rank on this machine; rank 0 sends progress and the table.
+
+    The parent polls rather than blocking in join(), so progress shows and a stop signal
+    (dlrig.lifecycle) lands here: the ranks are then terminated, not left running."""
+    import torch.multiprocessing as mp
+
+    queue = mp.get_context("spawn").SimpleQueue()
+    context = mp.spawn(  # type: ignore[attr-defined,no-untyped-call]
+        _spawned_rank,
+        args=(ranks, _free_port(), backend, sizes, iterations, queue),
+        nprocs=ranks,
+        join=False,
+    )
+    table: dict[str, list[dict[str, float]]] | None = None
+
+    def drain() -> None:
+        nonlocal table
+        while not queue.empty():
+            kind, value = queue.get()
+            if kind == "progress":
+                progress(f"comms {backend} ({ranks} ranks)", float(value))
+            else:
+                table = value
+
+    try:
+        while not context.join(timeout=0.2):
+            drain()
+    except Exception as exc:  # noqa: BLE001 - a rank's failure, with its traceback inside
+        lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+        raise DlrigError(
+            f"the {backend} collectives failed in a worker process: "
+            f"{lines[-1] if lines else type(exc).__name__}",
+            fix="rerun with NCCL_DEBUG=WARN (GPU) to see why; in containers give "
+            "/dev/shm room (--shm-size=8g or --ipc=host)",
+        ) from None
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.terminate()
+        for process in context.processes:
+            process.join(timeout=5)
+    drain()
+    if table is None:
+        raise DlrigError(
+            f"the {backend} collectives ended without a result",
+            fix="rerun; if it repeats, run with DLRIG_DEBUG=1 and report it",
+        )
+    return table
 
 
 def run(
@@ -189,27 +251,16 @@ def run(
                 f"--processes {ranks}: this machine has {torch.cuda.device_count()} GPUs",
                 fix="one process per GPU at most; across machines use torchrun",
             )
-        import torch.multiprocessing as mp
-
-        context = mp.get_context("spawn")
-        queue = context.SimpleQueue()
-        try:
-            mp.spawn(  # type: ignore[attr-defined,no-untyped-call]
-                _spawned_rank,
-                args=(ranks, _free_port(), backend, sizes, iterations, queue),
-                nprocs=ranks,
-                join=True,
-            )
-        except Exception as exc:  # noqa: BLE001 - a rank's failure, with its traceback inside
-            lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-            raise DlrigError(
-                f"the {backend} collectives failed in a worker process: "
-                f"{lines[-1] if lines else type(exc).__name__}",
-                fix="rerun with NCCL_DEBUG=WARN (GPU) to see why; in containers give "
-                "/dev/shm room (--shm-size=8g or --ipc=host)",
-            ) from None
-        table = queue.get()
+        cores = os.cpu_count() or 1
+        capped_from = None
+        if not use_cuda and ranks > max(cores, 2):
+            # More gloo ranks than cores measure the scheduler, not the collectives, and a
+            # 64-rank spawn on 2 cores takes minutes to do it.
+            capped_from, ranks = ranks, max(cores, 2)
+        table = _spawn_ranks(ranks, backend, sizes, iterations, progress)
         where = f"{ranks} processes on this machine"
+        if capped_from is not None:
+            where += f" (asked for {capped_from}; capped at the {cores} CPU cores there are)"
     # Expectation: NVLink's one-way bandwidth for NCCL within a machine; none for gloo or
     # across machines (the network decides, and dlrig does not know its rate).
     expected = nvlink_gbs / 2 if use_cuda and nvlink_gbs and not launched_by_torchrun() else None

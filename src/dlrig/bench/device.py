@@ -53,7 +53,7 @@ def pick(requested: str = "auto", index: int = 0) -> BenchDevice:
         return BenchDevice("cpu", 0, platform.processor() or platform.machine(), None)
     if not 0 <= index < torch.cuda.device_count():
         raise InputError(
-            f"--gpu {index}: this machine has {torch.cuda.device_count()} GPU(s)",
+            f"--gpu-index {index}: this machine has {torch.cuda.device_count()} GPU(s)",
             fix="give an index from 0",
         )
     name = torch.cuda.get_device_name(index)

@@ -40,15 +40,26 @@ def write(results: list[BenchResult], directory: Path) -> list[str]:
     compute = [r for r in results if r.part == "compute" and r.detail.get("tflops_by_size")]
     if compute:
         figure, axes = plt.subplots(figsize=(8, 4.5))
+        peaks = 0
         for result in compute:
             sizes = result.detail["tflops_by_size"]
-            axes.plot([int(n) for n in sizes], list(sizes.values()), marker="o", label=result.test)
+            (line,) = axes.plot(
+                [int(n) for n in sizes], list(sizes.values()), marker="o", label=result.test
+            )
             if result.expected:
-                axes.axhline(result.expected, linestyle=":", linewidth=1)
+                # The peak in the series' own colour, so each dtype meets its own line.
+                axes.axhline(
+                    result.expected, linestyle=":", linewidth=1.2, color=line.get_color()
+                )
+                peaks += 1
         axes.set_xscale("log", base=2)
         axes.set_xlabel("N (N×N matmul)")
         axes.set_ylabel(compute[0].unit)
-        axes.set_title("Matrix multiply throughput (dotted: catalogue peak)")
+        axes.set_title(
+            "Matrix multiply throughput (dotted: catalogue peak)"
+            if peaks
+            else "Matrix multiply throughput (no catalogue peak for this device)"
+        )
         axes.grid(alpha=0.3)
         axes.legend()
         written.append(_save(plt, figure, directory / "compute.png"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-import signal
+import sys
 from typing import Any
 
 import click
@@ -39,12 +39,12 @@ from dlrig.cli.common import console, console_wide, json_option, print_json
     "--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True
 )
 @click.option(
-    "--gpu",
+    "--gpu-index",
     "gpu_index",
-    type=int,
+    type=click.IntRange(min=0),
     default=0,
     show_default=True,
-    help="Which GPU (compute, memory).",
+    help="Which GPU of this machine, by index (compute, memory).",
 )
 @click.option("--quick", is_flag=True, help="Fewer sizes and shorter trials.")
 @click.option("--out", "out_dir", help="Write bench.json and PNG plots into DIR.")
@@ -65,7 +65,12 @@ def bench_command(
     as_json: bool,
 ) -> None:
     """Measure PARTS (compute, memory, comms, storage, dataloader; default: all) against what
-    they should do, with the fix when one falls short."""
+    they should do, with the fix when one falls short.
+
+    \b
+    Exit codes: 0 every part measured performs as it should; 1 a part failed its expectation
+    or could not run; 2 bad usage or input; 130/143 stopped (the storage test file is removed).
+    """
     from dlrig import bench
     from dlrig.bench import comms, plots, storage
     from dlrig.errors import InputError
@@ -94,9 +99,6 @@ def bench_command(
     directory = ensure_directory(out_dir, "--out") if out_dir else None
     if directory is not None:
         plots.pyplot()
-    # systemd, Slurm and `timeout` stop with SIGTERM: unwind like Ctrl-C so the storage
-    # test file is removed.
-    signal.signal(signal.SIGTERM, _terminate)
     if comms.launched_by_torchrun():
         # Under torchrun every rank runs this; rank 0 alone reports.
         report = bench.run(["comms"], options)
@@ -117,10 +119,8 @@ def bench_command(
             console(stderr=True).print(
                 f"wrote {directory / 'bench.json'}" + "".join(f", {w}" for w in written)
             )
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    if any(result.verdict == "fail" for result in report.results):
+        sys.exit(1)
 
 
 def _run_with_progress(

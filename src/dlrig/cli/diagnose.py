@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import IO
 
 import click
 
@@ -19,10 +14,7 @@ from dlrig.machine.model import Machine
 EXIT_NO_CAUSE = 3
 
 
-@click.command(
-    "diagnose",
-    context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False},
-)
+@click.command("diagnose")
 @click.argument("inputs", nargs=-1, metavar="FILE... | - | -- CMD ARGS...")
 @json_option
 @click.option(
@@ -48,8 +40,14 @@ def diagnose_command(
     dlrig diagnose -- torchrun ... train.py    run the command, show its output as it runs,
                                                and diagnose if it fails
 
-    Exit code: 0 when a cause was found, 3 when none, 2 for bad input. When running a command,
-    dlrig exits with the command's own exit code.
+    Options go before or after the files; with `-- CMD`, everything after `--` is the command's.
+    Where stdout is a terminal the command runs on a pseudo-terminal (colours and progress bars
+    pass through unchanged); when the reader of dlrig's output goes away, the command keeps
+    running and is still diagnosed.
+
+    \b
+    Exit codes: 0 a cause was found; 3 no cause found; 2 bad usage or unreadable input.
+    With -- CMD: the command's own exit code (128+N when signal N killed it).
     """
     from dlrig import diagnose
 
@@ -69,7 +67,9 @@ def diagnose_command(
             raise InputError(
                 "'-' (stdin) cannot be mixed with files", fix="give files or -, not both"
             )
-        result = diagnose.diagnose_paths([Path(p) for p in inputs], machine)
+        paths = [Path(p) for p in inputs]
+        _check_logs(paths)
+        result = diagnose.diagnose_paths(paths, machine)
     _report(result, as_json)
     if not result.causes:
         sys.exit(EXIT_NO_CAUSE)
@@ -82,8 +82,23 @@ def _command(inputs: tuple[str, ...]) -> list[str] | None:
     if "--" in argv and inputs:
         after = argv[argv.index("--") + 1 :]
         if after and list(inputs[-len(after) :]) == after:
+            if len(inputs) > len(after):
+                raise InputError(
+                    f"{inputs[0]}: logs and a command to run cannot be mixed",
+                    fix="dlrig diagnose FILE...  or  dlrig diagnose -- CMD ARGS...",
+                )
             return after
     return None
+
+
+def _check_logs(paths: list[Path]) -> None:
+    """Every log the user named must be there and hold something (exit 2, as doctor does)."""
+    from dlrig.inputs import check_readable_file
+
+    for path in paths:
+        check_readable_file(path, "training log")
+        if path.stat().st_size == 0:
+            raise InputError(f"{path}: the file is empty", fix="give the log the job wrote")
 
 
 def _machine(path: Path | None, probe: bool) -> Machine | None:
@@ -111,80 +126,28 @@ def _report(result: object, as_json: bool) -> None:
         render_text(result, console())
 
 
-def _pump(stream: IO[bytes], out: IO[bytes], feed: object, lock: threading.Lock) -> None:
-    """Copy a child's stream to ours unchanged, and into the diagnosis."""
-    fd = stream.fileno()
-    while True:
-        data = os.read(fd, 65536)
-        if not data:
-            return
-        out.write(data)
-        out.flush()
-        with lock:
-            feed(data)  # type: ignore[operator]
-
-
 def _run_command(command: list[str], machine: Machine | None, as_json: bool) -> None:
-    from dlrig import diagnose
+    from dlrig import diagnose, wrap
 
-    try:
-        child = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=None
-        )
-    except FileNotFoundError:
-        raise InputError(
-            f"{command[0]}: command not found", fix="check the command after --"
-        ) from None
-    except PermissionError:
-        raise InputError(
-            f"{command[0]}: permission denied", fix="check the command after --"
-        ) from None
     # One session, two inputs: stdout and stderr keep their own line numbers.
     session = diagnose.Session(machine)
     session.start("stdout")
     session.start("stderr")
-    lock = threading.Lock()
-
-    def feeder(source: str) -> object:
-        return lambda data: session.feed(data, source)
-
-    pumps = [
-        threading.Thread(
-            target=_pump,
-            args=(child.stdout, sys.stdout.buffer, feeder("stdout"), lock),
-            daemon=True,
-        ),
-        threading.Thread(
-            target=_pump,
-            args=(child.stderr, sys.stderr.buffer, feeder("stderr"), lock),
-            daemon=True,
-        ),
-    ]
-    for pump in pumps:
-        pump.start()
-
-    def forward(signum: int, frame: object) -> None:
-        child.send_signal(signum)
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        code = child.wait()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    for pump in pumps:
-        pump.join()
+    outcome = wrap.run(command, lambda data, source: session.feed(data, source))
+    code = outcome.exit_code
     if code == 0:
         sys.exit(0)
     result = session.finish()
-    sys.stderr.flush()
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        out = console(stderr=True)
-        out.print()
-        out.print(f"[bold]dlrig diagnose:[/bold] `{' '.join(command)}` exited with {code}")
-        from dlrig.diagnose.render import render_text
+    try:
+        if as_json:
+            print_json(result.to_dict())
+        else:
+            out = console(stderr=True)
+            out.print()
+            out.print(f"[bold]dlrig diagnose:[/bold] `{' '.join(command)}` exited with {code}")
+            from dlrig.diagnose.render import render_text
 
-        render_text(result, out)
-    sys.exit(code if code > 0 else 128 - code)
+            render_text(result, out)
+    except BrokenPipeError:
+        pass  # nobody is reading any more; the command's exit code still goes back
+    sys.exit(code)

@@ -7,10 +7,11 @@ snapshot is still produced. Nothing here initialises CUDA.
 from __future__ import annotations
 
 import datetime as dt
+import queue
 import socket
+import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,40 @@ def _kernel_log(ctx: ProbeContext) -> tuple[KernelLog | None, str | None]:
     return KernelLog(xid_events=xid_events(result.stdout.splitlines()), source="dmesg"), None
 
 
+def _run_bounded(
+    sources: dict[str, Callable[[], Any]], deadline_s: float
+) -> Iterator[tuple[str, Any]]:
+    """Run every source in its own daemon thread; yield (name, result or exception) as each
+    finishes, until all have or the deadline passes.
+
+    Daemon threads, not a ThreadPoolExecutor: the executor's workers are joined when the
+    interpreter exits, so one NVML call or NFS `statvfs` that never returns would keep
+    `dlrig doctor` alive long after it printed its report. A daemon thread is left behind.
+    """
+    finished: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def work(name: str, function: Callable[[], Any]) -> None:
+        try:
+            outcome: Any = function()
+        except Exception as exc:  # noqa: BLE001 - a probe failure is a finding, not a crash
+            outcome = exc
+        finished.put((name, outcome))
+
+    for name, function in sources.items():
+        threading.Thread(
+            target=work, args=(name, function), name=f"dlrig-probe-{name}", daemon=True
+        ).start()
+    end = time.monotonic() + deadline_s
+    for _ in sources:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            return
+        try:
+            yield finished.get(timeout=remaining)
+        except queue.Empty:
+            return
+
+
 def collect(
     ctx: ProbeContext | None = None,
     progress: Callable[[str], None] | None = None,
@@ -68,25 +103,18 @@ def collect(
     results: dict[str, Any] = {}
     issues: list[ProbeIssue] = []
     started = time.monotonic()
-    # Threads, not processes: the sources mostly wait on files and subprocesses.
-    pool = ThreadPoolExecutor(max_workers=len(sources), thread_name_prefix="dlrig-probe")
-    try:
-        futures = {pool.submit(fn): name for name, fn in sources.items()}
-        # One shared deadline: a source stuck past it is reported, not waited for.
-        deadline_s = ctx.timeout_s + 5
-        done, not_done = wait(futures, timeout=deadline_s)
-        for future in done:
-            name = futures[future]
-            try:
-                results[name] = future.result()
-            except Exception as exc:  # noqa: BLE001 - a probe failure is a finding, not a crash
-                issues.append(ProbeIssue(name, f"{type(exc).__name__}: {exc}"))
-            if progress:
-                progress(name)
-        for future in not_done:
-            issues.append(ProbeIssue(futures[future], f"did not finish within {deadline_s:g} s"))
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    # One shared deadline: a source stuck past it is reported, not waited for.
+    deadline_s = ctx.timeout_s + 5
+    for name, outcome in _run_bounded(sources, deadline_s):
+        if isinstance(outcome, BaseException):
+            issues.append(ProbeIssue(name, f"{type(outcome).__name__}: {outcome}"))
+        else:
+            results[name] = outcome
+        if progress:
+            progress(name)
+    for name in sources:
+        if name not in results and not any(issue.source == name for issue in issues):
+            issues.append(ProbeIssue(name, f"did not finish within {deadline_s:g} s"))
     driver = gpus = topology = None
     if "nvidia" in results:
         driver, gpus, topology, nvidia_issues = results.pop("nvidia")

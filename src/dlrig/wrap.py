@@ -1,0 +1,208 @@
+"""Run a user's command, pass its output through unchanged, and see every byte of it.
+
+`dlrig diagnose -- CMD` (and `dlrig train -- CMD`) sit between a training job and the user's
+terminal, pipe or log collector. They must never change how the job behaves or ends:
+
+- Where our stdout is a terminal the command gets a pseudo-terminal, so its colours, `\\r`
+  progress bars and line buffering are what they would be without dlrig.
+- When the reader of our stdout goes away (`... | head`), the command is not blocked on a full
+  pipe: dlrig keeps draining its output (and still diagnoses it) and stops only writing it.
+- dlrig returns when the command exits, even if a grandchild it left behind (`sleep 8 &`)
+  still holds the pipe open: what is already in the pipe is read, then dlrig stops waiting.
+- SIGINT, SIGTERM and SIGHUP sent to dlrig are forwarded to the command, which decides how to
+  stop; a Ctrl-C typed at the terminal already reached the command (same process group), so
+  it is not sent twice.
+- The exit code is the command's own, or 128 + N when a signal N killed it, as a shell says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from dlrig import lifecycle
+from dlrig.errors import InputError
+
+# After the command exits, how long output may keep arriving from what it left behind before
+# dlrig stops reading (a grandchild holding the pipe would otherwise hold dlrig forever).
+DRAIN_AFTER_EXIT_S = 0.5
+_READ_BYTES = 65536
+
+Feed = Callable[[bytes, str], None]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int  # the command's code, or 128 + signal number
+    stdout_closed: bool  # our stdout's reader went away while the command ran
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def _copy_window_size(from_fd: int, to_fd: int) -> None:
+    with contextlib.suppress(OSError):
+        size = fcntl.ioctl(from_fd, termios.TIOCGWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
+        fcntl.ioctl(to_fd, termios.TIOCSWINSZ, size)
+
+
+def _typed_at_terminal() -> bool:
+    """Whether our process group owns the terminal: then a Ctrl-C reached the command too."""
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+                return True
+    return False
+
+
+class _Sink:
+    """One of our output streams; after EPIPE it swallows writes instead of failing."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view and not self.closed:
+            try:
+                written = os.write(self.fd, view)
+            except BlockingIOError:
+                time.sleep(0.001)
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EPIPE, errno.EBADF, errno.EIO):
+                    self.closed = True
+                    return
+                raise
+            view = view[written:]
+
+
+def run(
+    command: Sequence[str],
+    feed: Feed,
+    stdout_fd: int | None = None,
+    stderr_fd: int | None = None,
+    drain_after_exit_s: float = DRAIN_AFTER_EXIT_S,
+) -> Outcome:
+    """Run `command`, copy its stdout/stderr to ours, and call `feed(data, "stdout"|"stderr")`
+    with every chunk. Returns when the command has exited."""
+    out_fd = sys.stdout.fileno() if stdout_fd is None else stdout_fd
+    err_fd = sys.stderr.fileno() if stderr_fd is None else stderr_fd
+    sinks = {"stdout": _Sink(out_fd), "stderr": _Sink(err_fd)}
+    # Flush what Python buffered before the command's bytes go to the same descriptors.
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+    master: int | None = None
+    readers: dict[int, str] = {}
+    if _is_terminal(out_fd):
+        import pty
+
+        master, slave = pty.openpty()
+        _copy_window_size(out_fd, slave)
+        child_stderr: int = slave if _is_terminal(err_fd) else subprocess.PIPE
+        try:
+            child = _spawn(command, slave, child_stderr)
+        finally:
+            os.close(slave)
+        readers[master] = "stdout"
+    else:
+        child = _spawn(command, subprocess.PIPE, subprocess.PIPE)
+    if child.stdout is not None:
+        readers[child.stdout.fileno()] = "stdout"
+    if child.stderr is not None:
+        readers[child.stderr.fileno()] = "stderr"
+
+    def forward(signum: int) -> None:
+        if signum == signal.SIGINT and _typed_at_terminal():
+            return  # the terminal sent it to the command's process group already
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    previous_winch = None
+    if master is not None:
+        pty_fd = master
+
+        def resize(signum: int, frame: object) -> None:
+            _copy_window_size(out_fd, pty_fd)
+
+        previous_winch = signal.signal(signal.SIGWINCH, resize)
+    try:
+        with lifecycle.handling(forward):
+            code = _pump(child, readers, sinks, feed, drain_after_exit_s)
+    finally:
+        if previous_winch is not None:
+            signal.signal(signal.SIGWINCH, previous_winch)
+        for fd in readers:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    return Outcome(exit_code=code, stdout_closed=sinks["stdout"].closed)
+
+
+def _spawn(command: Sequence[str], stdout: int, stderr: int) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(list(command), stdout=stdout, stderr=stderr, stdin=None)
+    except FileNotFoundError:
+        raise InputError(
+            f"{command[0]}: command not found", fix="check the command after --"
+        ) from None
+    except PermissionError:
+        raise InputError(
+            f"{command[0]}: permission denied", fix="check the command after --"
+        ) from None
+
+
+def _pump(
+    child: subprocess.Popen[bytes],
+    readers: dict[int, str],
+    sinks: dict[str, _Sink],
+    feed: Feed,
+    drain_after_exit_s: float,
+) -> int:
+    selector = selectors.DefaultSelector()
+    for fd, name in readers.items():
+        os.set_blocking(fd, False)
+        selector.register(fd, selectors.EVENT_READ, name)
+    exited_at: float | None = None
+    try:
+        while selector.get_map():
+            if exited_at is None and child.poll() is not None:
+                exited_at = time.monotonic()
+            if exited_at is not None and time.monotonic() - exited_at > drain_after_exit_s:
+                break  # what is left holds the pipe open after the command ended
+            for key, _ in selector.select(timeout=0.05):
+                fd, name = key.fd, str(key.data)
+                try:
+                    data = os.read(fd, _READ_BYTES)
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    if exc.errno != errno.EIO:  # EIO: the pty's other side is closed
+                        raise
+                    data = b""
+                if not data:
+                    selector.unregister(fd)
+                    continue
+                sinks[name].write(data)
+                feed(data, name)
+    finally:
+        selector.close()
+    code = child.wait()
+    return code if code >= 0 else 128 - code
