@@ -8,18 +8,26 @@ import click
 
 from dlrig.cli.common import console, json_option, print_json
 from dlrig.errors import InputError
+from dlrig.report import envelope
+
+EPILOG = (
+    "Exit codes: 0 it fits (or the listing was printed); 1 it does not fit (the report says "
+    "what would); 2 bad usage or an input that cannot be read (one line: the input, what is "
+    "wrong, the fix); 130/143 stopped by SIGINT/SIGTERM."
+)
 
 
-@click.command("fit")
+@click.command("fit", epilog=EPILOG)
 @click.argument("model", required=False)
 @click.option("--batch-size", type=int, help="Per-GPU batch size (default: the preset's).")
 @click.option("--seq-len", type=int, help="Sequence length for language models.")
 @click.option("--image-size", type=int, help="Image side in pixels for vision models.")
 @click.option(
     "--precision",
-    default="amp-bf16",
+    default="auto",
     show_default=True,
-    type=click.Choice(["fp32", "tf32", "amp-fp16", "amp-bf16", "bf16"]),
+    type=click.Choice(["auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16"]),
+    help="auto: what the GPU does best (bf16 autocast where it has bf16, else fp16).",
 )
 @click.option(
     "--optimizer",
@@ -44,9 +52,40 @@ from dlrig.errors import InputError
     "--strategy",
     default="ddp",
     show_default=True,
-    type=click.Choice(["ddp", "zero1", "zero2", "fsdp"]),
+    type=click.Choice(["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp", "fsdp-grad-op"]),
+    help="fsdp = FULL_SHARD, hsdp = HYBRID_SHARD (within --gpus-per-node), fsdp-grad-op = SHARD_GRAD_OP.",
 )
-@click.option("--gpu", help="Target GPU: catalogue id or alias (default: this machine's GPU).")
+@click.option(
+    "--gpu",
+    help="GPU model: catalogue id or any alias, e.g. a100, h100-sxm5-80gb (default: this machine's GPU).",
+)
+@click.option("--config", "config_path", help="A model's config.json, or a folder holding one.")
+@click.option("--lora", type=int, help="LoRA rank (adapters via peft; base frozen).")
+@click.option("--qlora", type=int, help="QLoRA rank: 4-bit NF4 base (double quantisation) + LoRA.")
+@click.option("--lora-alpha", type=float, help="LoRA alpha (default 2 × rank).")
+@click.option(
+    "--lora-targets",
+    help="Modules to adapt: comma list or all-linear (default: peft's for the model).",
+)
+@click.option(
+    "--offload",
+    type=click.Choice(["none", "optimizer", "params"]),
+    default="none",
+    show_default=True,
+    help="CPU offload (ZeRO-Offload / FSDP CPUOffload); host RAM is reported.",
+)
+@click.option("--inference", is_flag=True, help="Serving: weights, KV cache, GPUs, tokens/s.")
+@click.option(
+    "--weights",
+    type=click.Choice(["bf16", "fp16", "fp8", "int8", "int4"]),
+    help="Inference weight format (default bf16, fp16 where the GPU has no bf16).",
+)
+@click.option("--context", type=int, help="Inference: tokens per sequence (prompt + output).")
+@click.option(
+    "--analytic",
+    is_flag=True,
+    help="Instant count from the config only: parameters, optimizer state, KV cache (no trace).",
+)
 @click.option(
     "--interconnect",
     type=click.Choice(["nvlink", "pcie"]),
@@ -93,6 +132,16 @@ def fit_command(
     tokens: float | None,
     global_batch: int | None,
     input_spec: str | None,
+    config_path: str | None,
+    lora: int | None,
+    qlora: int | None,
+    lora_alpha: float | None,
+    lora_targets: str | None,
+    offload: str,
+    inference: bool,
+    weights: str | None,
+    context: int | None,
+    analytic: bool,
     no_max_batch: bool,
     list_presets: bool,
     list_gpus: bool,
@@ -100,8 +149,9 @@ def fit_command(
 ) -> None:
     """Estimate peak GPU memory, the largest batch, step time and time to train — without a GPU.
 
-    MODEL is a preset (resnet50, vit-b16, bert-large, gpt2, t5-base, llama3-8b, ...) or your own
-    package.module:factory with --input describing the batch.
+    MODEL is a preset (resnet50, vit-b16, bert-large, gpt2, t5-base, llama3-8b, ...), a Hub id
+    in the local Hugging Face cache (meta-llama/Llama-3.1-8B), any model with --config PATH, or
+    your own package.module:factory with --input describing the batch.
     """
     if list_presets:
         _list_presets(as_json)
@@ -109,12 +159,14 @@ def fit_command(
     if list_gpus:
         _list_gpus(as_json)
         return
-    if not model:
-        raise InputError("no model given", fix="dlrig fit MODEL  (see dlrig fit --list-presets)")
+    if not model and not config_path:
+        raise InputError(
+            "no model given", fix="dlrig fit MODEL or --config PATH (see dlrig fit --list-presets)"
+        )
     from dlrig import fit
 
     options = fit.Options(
-        model=model,
+        model=model or str(config_path),
         batch_size=batch_size,
         seq_len=seq_len,
         image_size=image_size,
@@ -134,10 +186,20 @@ def fit_command(
         global_batch=global_batch,
         input_spec=input_spec,
         search_max_batch=not no_max_batch,
+        config=config_path,
+        lora=lora,
+        qlora=qlora,
+        lora_alpha=lora_alpha,
+        lora_targets=lora_targets,
+        offload=offload,
+        inference=inference,
+        weights=weights,
+        context=context,
+        analytic=analytic,
     )
     machine = _this_machine() if gpu is None else None
     err = console(stderr=True)
-    if as_json or not err.is_terminal:
+    if as_json or not err.is_terminal or analytic:
         result = fit.estimate(options, machine=machine)
     else:
         with err.status(f"tracing a training step of {model} on fake tensors…"):
@@ -171,21 +233,24 @@ def _list_presets(as_json: bool) -> None:
     table = presets()
     if as_json:
         print_json(
-            {
-                "schema_version": 1,
-                "presets": [
-                    {
-                        "name": p.name,
-                        "task": p.task,
-                        "model_class": p.model_class,
-                        "batch_size": p.batch_size,
-                        "seq_len": p.seq_len,
-                        "image_size": p.image_size,
-                        "source": p.source,
-                    }
-                    for p in table.values()
-                ],
-            }
+            envelope(
+                "dlrig.fit.presets",
+                1,
+                {
+                    "presets": [
+                        {
+                            "name": p.name,
+                            "task": p.task,
+                            "model_class": p.model_class,
+                            "batch_size": p.batch_size,
+                            "seq_len": p.seq_len,
+                            "image_size": p.image_size,
+                            "source": p.source,
+                        }
+                        for p in table.values()
+                    ],
+                },
+            )
         )
         return
     out = console()
@@ -200,20 +265,23 @@ def _list_gpus(as_json: bool) -> None:
     specs = catalogue().specs
     if as_json:
         print_json(
-            {
-                "schema_version": 1,
-                "gpus": [
-                    {
-                        "id": s.id,
-                        "name": s.name,
-                        "memory_gb": s.memory_gb,
-                        "bf16_tflops": s.bf16_tflops,
-                        "memory_bandwidth_gbs": s.memory_bandwidth_gbs,
-                        "form_factor": s.form_factor,
-                    }
-                    for s in specs
-                ],
-            }
+            envelope(
+                "dlrig.fit.gpus",
+                1,
+                {
+                    "gpus": [
+                        {
+                            "id": s.id,
+                            "name": s.name,
+                            "memory_gb": s.memory_gb,
+                            "bf16_tflops": s.bf16_tflops,
+                            "memory_bandwidth_gbs": s.memory_bandwidth_gbs,
+                            "form_factor": s.form_factor,
+                        }
+                        for s in specs
+                    ],
+                },
+            )
         )
         return
     out = console()

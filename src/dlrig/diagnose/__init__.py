@@ -22,8 +22,9 @@ from dlrig.errors import InputError
 from dlrig.inputs import check_readable_file
 from dlrig.knowledge import signatures as signature_knowledge
 from dlrig.machine.model import Machine
+from dlrig.report import envelope
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,9 @@ class Diagnosis:
     lines: int
     bytes: int
     note: str | None = None
+    # Errors the run went on past (a batch-size finder's OOM probe, one skipped fp16 step):
+    # shown for the record, never a cause.
+    survived: tuple[Finding, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -80,14 +84,18 @@ class Diagnosis:
         return self.causes[0] if self.causes else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "causes": [f.to_dict() for f in self.causes],
-            "sources": list(self.sources),
-            "lines": self.lines,
-            "bytes": self.bytes,
-            "note": self.note,
-        }
+        return envelope(
+            "dlrig.diagnose",
+            self.schema_version,
+            {
+                "causes": [f.to_dict() for f in self.causes],
+                "survived": [f.to_dict() for f in self.survived],
+                "sources": list(self.sources),
+                "lines": self.lines,
+                "bytes": self.bytes,
+                "note": self.note,
+            },
+        )
 
 
 class _Template(string.Formatter):
@@ -133,7 +141,9 @@ def _finding(ranked: Ranked, facts: dict[str, str], machine: Machine | None) -> 
         fixes.append(cause.default_fix)
     evidence: list[Evidence] = []
     for hit in sorted(hits, key=lambda h: h.first_line or 0):
-        for source, line, text in hit.evidence:
+        # An Xid hit holds every code's lines; the finding shows its own codes' lines only.
+        lines = candidate.evidence.get(hit.signature.id, hit.evidence)
+        for source, line, text in lines:
             if len(evidence) < 6 and all(e.text != text for e in evidence):
                 evidence.append(Evidence(source, line, text))
     evidence.sort(key=lambda e: (e.source, e.line))
@@ -171,7 +181,12 @@ class Session:
     def finish(self, note: str | None = None) -> Diagnosis:
         result = self.scanner.close()
         ranked = rank(result, self.signature_set)
-        findings = tuple(_finding(r, result.facts, self.machine) for r in ranked)
+        findings = tuple(
+            _finding(r, result.facts, self.machine) for r in ranked if r.role != "survived"
+        )
+        survived = tuple(
+            _finding(r, result.facts, self.machine) for r in ranked if r.role == "survived"
+        )
         if result.bytes == 0 and note is None:
             note = "the input is empty"
         return Diagnosis(
@@ -180,6 +195,7 @@ class Session:
             lines=result.lines,
             bytes=result.bytes,
             note=note,
+            survived=survived,
         )
 
 

@@ -2,7 +2,8 @@
 
 Signatures' fix templates name variables ({oom_batch_advice}, {driver_advice}, ...); this module
 computes them. A variable it cannot compute is left out, and the template line with it is
-dropped rather than printed half-filled.
+dropped rather than printed half-filled. Install commands (a torch wheel, an index, a driver)
+come from `dlrig.diagnose.install`, which asks the resolver.
 """
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from dlrig.knowledge import cuda as cuda_knowledge
-from dlrig.knowledge import pytorch as torch_knowledge
-from dlrig.knowledge.versions import Version, local_variant, minor_of, release
+from dlrig.diagnose import install
 from dlrig.machine.model import Machine
 
 _SIZE = re.compile(r"([\d.]+)\s*([KMGT]?i?B|bytes)", re.I)
@@ -28,6 +27,13 @@ _SCALE = {
     "gib": 1024**3,
     "tib": 1024**4,
 }
+# Other processes on the GPU, as the allocator lists them (torch >= 2.1): "Process 38 has
+# 14.55 GiB memory in use." Inside a container NVML reports host PIDs, so the process itself can
+# appear here too, under a PID that is not its own.
+_OTHER_PROCESS = re.compile(r"Process (\d+) has ([\d.]+ ?[KMGT]?i?B) memory in use", re.I)
+# Room the step cannot use: the CUDA context and allocator rounding (a few hundred MiB) and
+# the variation between steps. 10% of the GPU is conservative for both.
+_USABLE_FRACTION = 0.9
 
 
 def parse_size(text: str | None) -> float | None:
@@ -44,46 +50,113 @@ def _gib(value: float) -> str:
     return f"{value / 1024**3:.2f} GiB"
 
 
+def _other_processes(subject: str) -> list[tuple[int, float]]:
+    found = []
+    for pid, size in _OTHER_PROCESS.findall(" ".join(subject.split())):
+        value = parse_size(size)
+        if value is not None:
+            found.append((int(pid), value))
+    return found
+
+
+def _held(
+    groups: dict[str, str], total: float, others: list[tuple[int, float]]
+) -> tuple[float, str] | None:
+    """What the failing process held when it ran out, and which field of the message says so."""
+    in_use = parse_size(groups.get("in_use"))
+    # PyTorch has printed absurd figures (exabytes) on some drivers: ignore those.
+    if in_use is not None and in_use <= 2 * total:
+        return in_use, "in use by this process"
+    if len(others) == 1 and others[0][1] <= 2 * total:
+        # A container: NVML lists this process under its host PID (no "this process" entry).
+        return others[0][1], f"in use by process {others[0][0]} (this process, seen from the host)"
+    free = parse_size(groups.get("free"))
+    if free is not None and free <= total:
+        # Older messages name no per-process figure; what the GPU had in use (every process,
+        # the CUDA contexts included) is what the step competed with.
+        return total - free, "in use on the GPU"
+    reserved = parse_size(groups.get("reserved"))
+    if reserved is not None and reserved <= 2 * total:
+        return reserved, "reserved by PyTorch (the CUDA context comes on top)"
+    allocated = parse_size(groups.get("allocated"))
+    if allocated is not None and allocated <= 2 * total:
+        return allocated, "allocated by PyTorch (its cache and the CUDA context come on top)"
+    return None
+
+
+def _batch_cut(batch: int, accum: int, usable: float, needed: float) -> tuple[int, int]:
+    """(new per-GPU batch, new accumulation) that fits `usable` and keeps the global batch.
+
+    The cut follows the need: batch × usable / needed, rounded down. Memory does not scale
+    fully with the batch (weights and optimizer state stay), so this is the largest batch that
+    can fit, never more. A divisor of the global batch is preferred so it stays exact.
+    """
+    ceiling = max(1, math.floor(batch * usable / needed))
+    ceiling = min(ceiling, max(1, batch - 1))
+    global_batch = batch * accum
+    for candidate in range(ceiling, 0, -1):
+        if global_batch % candidate == 0:
+            if candidate * 2 >= ceiling:  # close enough to the ceiling
+                return candidate, global_batch // candidate
+            break
+    return ceiling, math.ceil(global_batch / ceiling)
+
+
 def cuda_oom(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     out: dict[str, str] = {}
+    subject = groups.get("_subject", "")
     tried = parse_size(groups.get("tried"))
     total = parse_size(groups.get("total"))
     if total is None and machine and machine.gpus and machine.gpus[0].memory_total_bytes:
         total = float(machine.gpus[0].memory_total_bytes)
-    in_use = parse_size(groups.get("in_use"))
-    allocated = parse_size(groups.get("allocated"))
-    # PyTorch has printed absurd in-use figures (exabytes) on some drivers: ignore those.
-    held = next(
-        (v for v in (in_use, allocated) if v is not None and total and v <= 2 * total), None
-    )
+    allowed = parse_size(groups.get("allowed"))
+    if allowed is not None and total is not None:
+        total = min(total, allowed)  # set_per_process_memory_fraction caps what it may use
+    others = _other_processes(subject)
+    held = _held(groups, total, others) if total else None
     batch = int(facts["batch_size"]) if facts.get("batch_size", "").isdigit() else None
     accum = int(facts["grad_accum"]) if facts.get("grad_accum", "").isdigit() else 1
     if tried is not None and total and held is not None:
-        needed = held + tried
-        usable = 0.9 * total  # leave room for the CUDA context and allocator slack
-        steps = max(2, math.ceil(needed / usable))
+        held_bytes, held_what = held
+        foreign = (
+            sum(size for pid, size in others) if held_what == "in use by this process" else 0.0
+        )
+        usable = _USABLE_FRACTION * (total - foreign)
+        needed = held_bytes + tried
         lines = [
-            f"The step needed at least {_gib(needed)} on a {_gib(total)} GPU "
-            f"({_gib(held)} in use + {_gib(tried)} requested)."
+            f"The step needed at least {_gib(needed)} ({_gib(held_bytes)} {held_what} + "
+            f"{_gib(tried)} it tried to allocate) on a {_gib(total)} GPU"
+            + (f" of which other processes hold {_gib(foreign)}" if foreign else "")
+            + f"; about {_gib(usable)} is usable."
         ]
-        if batch:
-            new_batch = max(1, batch // steps)
+        if batch and batch > 1:
+            new_batch, new_accum = _batch_cut(batch, accum, usable, needed)
+            kept = new_batch * new_accum == batch * accum
             lines.append(
-                f"Cut the per-GPU batch from {batch} to {new_batch} and raise gradient accumulation "
-                f"from {accum} to {accum * steps} to keep the global batch."
+                f"Cut the per-GPU batch from {batch} to at most {new_batch} and raise gradient "
+                f"accumulation from {accum} to {new_accum} to "
+                + ("keep the global batch." if kept else "keep the global batch about the same.")
+            )
+        elif batch == 1:
+            lines.append(
+                "The batch is already 1: turn on activation checkpointing, train in bf16, shard "
+                "the model (FSDP/ZeRO) or use a GPU with more memory."
             )
         else:
+            fraction = usable / needed
             lines.append(
-                f"Cut the per-GPU batch to 1/{steps} of its current size and multiply gradient "
-                f"accumulation steps by {steps} to keep the global batch."
+                f"Cut the per-GPU batch to at most {fraction:.0%} of its current size and raise "
+                "gradient accumulation by the same factor to keep the global batch."
             )
         out["oom_batch_advice"] = " ".join(lines)
-    elif batch:
+    elif batch and batch > 1:
+        # No figures in the message: halving is the only defensible step.
         out["oom_batch_advice"] = (
-            f"Halve the per-GPU batch ({batch} → {max(1, batch // 2)}) and double gradient "
-            f"accumulation ({accum} → {accum * 2}) to keep the global batch."
+            f"Halve the per-GPU batch ({batch} → {batch // 2}) and double gradient accumulation "
+            f"({accum} → {accum * 2}) to keep the global batch (the message gives no memory figures "
+            "to size the cut)."
         )
     else:
         out["oom_batch_advice"] = (
@@ -92,6 +165,7 @@ def cuda_oom(
         )
     unallocated = parse_size(groups.get("reserved_unallocated"))
     reserved = parse_size(groups.get("reserved"))
+    allocated = parse_size(groups.get("allocated"))
     if unallocated is None and reserved is not None and allocated is not None:
         unallocated = max(0.0, reserved - allocated)
     if (
@@ -103,65 +177,34 @@ def cuda_oom(
             f"{_gib(unallocated)} is reserved by PyTorch but unallocated (fragmentation): set "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before starting the job."
         )
+    foreign_total = sum(size for _, size in others)
+    if total and groups.get("in_use") and foreign_total >= 0.05 * total:
+        listed = ", ".join(f"{pid} ({_gib(size)})" for pid, size in others)
+        out["oom_other_processes_advice"] = (
+            f"Other processes hold {_gib(foreign_total)} of this GPU: {listed}. Stop them or "
+            "move the job to a free GPU (CUDA_VISIBLE_DEVICES)."
+        )
     return out
 
 
-def _driver_cuda(groups: dict[str, str]) -> str | None:
+def _driver_cuda(groups: dict[str, str], machine: Machine | None) -> str | None:
+    """The driver's CUDA level: torch's "found version 11040" is 11.4."""
     found = groups.get("found")
-    if not found or not found.isdigit():
-        return None
-    value = int(found)
-    return f"{value // 1000}.{(value % 1000) // 10}"
-
-
-def _variant_for_driver_cuda(driver_cuda: str) -> str:
-    """A wheel variant a driver of this CUDA level runs (minor-version compatibility within 11+)."""
-    version = Version.parse(driver_cuda)
-    if version is None:
-        return "cu118"
-    if version.major >= 13:
-        return "cu130"
-    if version.major == 12:
-        return "cu126" if version.minor >= 6 else "cu121"
-    if version.major == 11:
-        return "cu118"
-    return "cu102"
+    if found and found.isdigit():
+        value = int(found)
+        return f"{value // 1000}.{(value % 1000) // 10}"
+    if machine and machine.driver and machine.driver.cuda_version:
+        return machine.driver.cuda_version
+    return None
 
 
 def driver_too_old(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
-    out: dict[str, str] = {}
-    driver_cuda = _driver_cuda(groups)
-    if driver_cuda is None and machine and machine.driver and machine.driver.cuda_version:
-        driver_cuda = machine.driver.cuda_version
+    driver_cuda = _driver_cuda(groups, machine)
+    out = install.for_driver(machine, driver_cuda)
     if driver_cuda:
         out["driver_cuda"] = driver_cuda
-        out["driver_variant"] = _variant_for_driver_cuda(driver_cuda)
-    torch = machine.frameworks.torch if machine and machine.frameworks else None
-    build = torch.cuda_version if torch else None
-    if torch is not None and build:
-        requirement = cuda_knowledge.driver_requirement(build)
-        if requirement:
-            installed = (
-                f" (installed: {machine.driver.version})"
-                if machine and machine.driver and machine.driver.version
-                else ""
-            )
-            out["driver_advice"] = (
-                f"Upgrade the NVIDIA driver to ≥ {requirement.full_support}{installed}: torch "
-                f"{torch.version} is built for CUDA {build}. The R580 long-term branch covers every "
-                "CUDA 12.x and 13.x build: sudo apt install nvidia-driver-580 (then reboot)."
-            )
-    if "driver_advice" not in out:
-        supported = (
-            f"supports CUDA {driver_cuda} only" if driver_cuda else "is older than the CUDA runtime"
-        )
-        out["driver_advice"] = (
-            f"Upgrade the NVIDIA driver: it {supported}. The R580 long-term branch covers every CUDA "
-            "12.x and 13.x build: sudo apt install nvidia-driver-580 (then reboot; pass --machine "
-            "snapshot.json to get the exact minimum for your torch)."
-        )
     return out
 
 
@@ -170,44 +213,27 @@ def no_kernel_image(
 ) -> dict[str, str]:
     out: dict[str, str] = {}
     sm = groups.get("sm")
-    capability = None
-    if sm and sm.startswith("sm_") and sm[3:].isdigit():
+    capability = groups.get("capability")
+    if capability is None and sm and sm.startswith("sm_") and sm[3:].isdigit():
         digits = sm[3:]
         capability = f"{digits[:-1]}.{digits[-1]}"
-    elif machine and machine.gpus:
+    elif capability is None and machine and machine.gpus:
         from dlrig.knowledge import gpus as gpu_knowledge
 
         capability = (
             machine.gpus[0].compute_capability
             or gpu_knowledge.compute_capability(machine.gpus[0].name)[0]
         )
-    out.setdefault("gpu_name", groups.get("gpu_name", "this GPU").strip())
-    out.setdefault(
-        "sm", sm or (f"sm_{capability.replace('.', '')}" if capability else "its architecture")
-    )
-    out.setdefault("arch_list", groups.get("arch_list", "other architectures").strip())
-    torch = machine.frameworks.torch if machine and machine.frameworks else None
+    out["gpu_name"] = groups.get("gpu_name", "this GPU").strip()
+    out["sm"] = sm or (f"sm_{capability.replace('.', '')}" if capability else "its architecture")
+    out["arch_list"] = groups.get("arch_list", "other architectures").strip()
     if capability:
-        supporting = torch_knowledge.variants_supporting(capability)
-        if supporting:
-            minor = minor_of(torch.version) if torch else None
-            same = [e for e in supporting if e.torch_version == minor]
-            pick = same[0] if same else supporting[0]
-            out["arch_advice"] = (
-                f"Install a build with kernels for compute capability {capability}: pip install "
-                f"--force-reinstall torch=={pick.torch_version}.* torchvision torchaudio --index-url "
-                f"https://download.pytorch.org/whl/{pick.cuda_variant}"
-            )
-        else:
-            out["arch_advice"] = (
-                f"No published PyTorch wheel has kernels for compute capability {capability}: build "
-                f'from source with TORCH_CUDA_ARCH_LIST="{capability}" or use another GPU.'
-            )
+        out["arch_advice"] = install.for_arch(machine, capability)
     else:
         out["arch_advice"] = (
-            "Install a torch build whose architecture list includes your GPU (RTX 50xx/Blackwell: "
-            "cu128 or newer wheels; GTX 10xx/Pascal and older: the cu126 wheels), see "
-            "https://pytorch.org/get-started/locally/"
+            "Install a torch build whose architecture list includes your GPU: find the GPU's "
+            "compute capability (nvidia-smi --query-gpu=name,compute_cap --format=csv) and rerun "
+            "with --machine snapshot.json (dlrig doctor --save snapshot.json) for the exact command."
         )
     return out
 
@@ -215,34 +241,13 @@ def no_kernel_image(
 def companions(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
-    torch_cuda = groups.get("torch_cuda")
-    torch = machine.frameworks.torch if machine and machine.frameworks else None
-    if torch:
-        entry = torch_knowledge.companions().get(minor_of(torch.version) or "")
-        pins = [f"torch=={release(torch.version)}"]
-        if entry and entry.torchvision_version:
-            pins.append(f"torchvision=={entry.torchvision_version}.*")
-        if entry and entry.torchaudio_version:
-            pins.append(f"torchaudio=={entry.torchaudio_version}.*")
-        variant = local_variant(torch.version) or (
-            f"cu{torch.cuda_version.replace('.', '')}" if torch.cuda_version else "cpu"
-        )
-        return {
-            "companion_advice": f"Reinstall the companions for torch {torch.version}: pip install "
-            f"--force-reinstall {' '.join(pins)} --index-url https://download.pytorch.org/whl/{variant}"
-        }
-    if torch_cuda:
-        variant = "cu" + torch_cuda.replace(".", "")
-        return {
-            "companion_advice": f"Reinstall torchvision built for torch's CUDA {torch_cuda}: pip install "
-            f"--force-reinstall torchvision --index-url https://download.pytorch.org/whl/{variant} "
-            "(the same release pair as torch: torch 2.x ↔ torchvision 0.(x+15))"
-        }
-    return {
-        "companion_advice": "Reinstall torch, torchvision and torchaudio together from one index so they "
-        "match: pip install --force-reinstall torch torchvision torchaudio --index-url "
-        "https://download.pytorch.org/whl/cu126 (pick the CUDA variant you use)"
-    }
+    return {"companion_advice": install.for_companions(machine, groups.get("torch_cuda"))}
+
+
+def cpu_only(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    return {"cpu_only_advice": install.for_cpu_only(machine)}
 
 
 def missing_cuda_lib(
@@ -250,27 +255,28 @@ def missing_cuda_lib(
 ) -> dict[str, str]:
     library = groups.get("library", "")
     out = {"library": library or "a CUDA library"}
-    match = re.match(r"lib(\w+?)\.so\.?(\d+)?", library)
+    match = re.match(r"(?:lib)?([a-zA-Z_]+?)(?:64_|\.so\.?)(\d+)?", library)
     if not match:
         return out
     name, major = match.group(1), match.group(2)
     if name == "cuda":
         out["missing_lib_advice"] = (
-            "libcuda.so is part of the NVIDIA driver, not of CUDA: the driver is missing or not on the "
-            "loader path (WSL: /usr/lib/wsl/lib must be on LD_LIBRARY_PATH; containers: run with --gpus all)."
+            "libcuda.so is part of the NVIDIA driver, not of CUDA: the driver is missing or not on "
+            "the loader path (WSL: /usr/lib/wsl/lib must be on LD_LIBRARY_PATH; containers: run "
+            "with --gpus all)."
         )
     elif name.startswith("cudnn"):
-        version = f"=={major}.*" if major else ""
         out["missing_lib_advice"] = (
-            f"The program wants cuDNN {major or ''}: pip install nvidia-cudnn-cu12{version} (or -cu11 for "
-            "CUDA 11 builds) and put its lib folder on LD_LIBRARY_PATH, or install the framework build "
-            "that bundles it."
+            f"The program wants cuDNN {major or ''}".rstrip()
+            + ": use the cuDNN your framework's wheel brings (pip show nvidia-cudnn-cu12 or -cu11) "
+            "and put its lib folder on LD_LIBRARY_PATH, or install the cuDNN release of that major "
+            "version for your CUDA."
         )
     elif major:
         out["missing_lib_advice"] = (
-            f"The program was built for CUDA {major}: install that runtime (pip install "
-            f"nvidia-{name.replace('cudart', 'cuda-runtime')}-cu{major} for pip setups, or the CUDA {major} "
-            "toolkit), or install a framework build for the CUDA you have."
+            f"The program was built for CUDA {major}: install that CUDA's runtime libraries (the "
+            f"CUDA {major} toolkit, or the nvidia-*-cu{major} pip packages of a pip setup), or "
+            "install a framework build for the CUDA you have."
         )
     return out
 
@@ -279,20 +285,20 @@ def device_assert(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     assertion = groups.get("assertion", "")
-    if "n_classes" in assertion:
+    if "n_classes" in assertion or "target" in assertion.lower():
         advice = (
             "A class label is < 0 or ≥ num_classes: check labels.min() and labels.max() against the "
             "model's number of outputs (1-based labels, a 'background' class, ignore_index=-1 instead "
             "of -100 are the usual culprits)."
         )
-    elif "srcIndex" in assertion or "index" in assertion:
+    elif "input_val" in assertion or "zero" in assertion:
+        advice = "BCE inputs or targets are outside [0, 1]: apply sigmoid first, or use BCEWithLogitsLoss."
+    elif "index" in assertion.lower() or "idx" in assertion or "range in self" in assertion:
         advice = (
             "An index into an embedding or index_select is too large: token ids ≥ the vocabulary size "
             "(call model.resize_token_embeddings(len(tokenizer)) after adding tokens) or positions ≥ "
             "max_position_embeddings (truncate inputs to the model's maximum length)."
         )
-    elif "zero" in assertion:
-        advice = "BCE inputs or targets are outside [0, 1]: apply sigmoid first, or use BCEWithLogitsLoss."
     else:
         advice = "Check that every label and index is in range for the layer that consumes it."
     return {"assert_advice": advice, "assertion": assertion or "index in range"}
@@ -320,7 +326,7 @@ def port_in_use(
 ) -> dict[str, str]:
     port = groups.get("port")
     if port and port.isdigit():
-        suggestion = int(port) + 1 if int(port) < 65535 else 29501
+        suggestion = int(port) + 1 if 1024 <= int(port) < 65535 else 29501
         advice = f"Use a free port: torchrun --master_port={suggestion} ... (or export MASTER_PORT={suggestion})"
         if int(port) < 1024:
             advice += f"; port {port} is a system port (22 is ssh): pick one above 1024"
@@ -336,6 +342,7 @@ ADVISORS = {
     "driver_too_old": driver_too_old,
     "no_kernel_image": no_kernel_image,
     "version_mismatch_torch_torchvision": companions,
+    "cpu_only_torch": cpu_only,
     "missing_cuda_lib": missing_cuda_lib,
     "device_side_assert_label_range": device_assert,
     "nccl_timeout": nccl_timeout,
@@ -346,7 +353,7 @@ ADVISORS = {
 def variables(
     cause: str, groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
-    merged = dict(groups)
+    merged = {k: v for k, v in groups.items() if not k.startswith("_")}
     advisor = ADVISORS.get(cause)
     if advisor is not None:
         merged.update(advisor(groups, facts, machine))

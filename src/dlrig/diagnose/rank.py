@@ -1,28 +1,29 @@
 """From signature hits to ranked causes: the root cause first, then what it explains.
 
 Several signatures often match one crash: one rank's OOM makes every other rank's NCCL
-collective time out; a device-side assert is followed by cuDNN and illegal-address errors. Each
-signature says which causes explain it (`secondary_to`); the root is the strongest finding
-that nothing else explains, the earliest one on ties.
+collective time out; a device-side assert is followed by cuDNN and illegal-address errors; the
+kernel's OOM killer takes a DataLoader worker with it. The rule table in signatures.toml
+(`[[rule]]`, each with its reason) says which cause explains which; the root is the strongest
+finding no rule explains away, the earliest one on ties. When only watchdog frames remain,
+nothing explains the timeout and it is the finding.
+
+Errors the run survived are set aside before ranking: a finding whose every line comes before
+evidence that the run went on to finish (Lightning's `max_epochs=N reached`, HF Trainer's
+closing summary) or that the error was caught (a batch-size finder's "failed, trying batch
+size N") did not end the run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dlrig.diagnose.scanner import Hit, ScanResult
 from dlrig.knowledge import xid as xid_knowledge
-from dlrig.knowledge.signatures import SignatureSet
+from dlrig.knowledge.signatures import Rule, SignatureSet
 
 # Severity of an Xid sets how much weight its finding carries.
 _XID_WEIGHT = {"critical": 0.94, "warn": 0.82, "info": 0.62}
-# Xids the application causes are explained by the application's own error.
-_APPLICATION_ERRORS = (
-    "illegal_memory_access",
-    "device_side_assert_label_range",
-    "cuda_oom",
-    "cudnn_status_error",
-)
 
 
 @dataclass
@@ -33,152 +34,235 @@ class Candidate:
     first_line: int
     first_source: str
     hits: list[Hit] = field(default_factory=list)
-    secondary_to: set[str] = field(default_factory=set)
     groups: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     ranks: set[int] = field(default_factory=set)
+    # signature id -> evidence lines of this cause from it (an Xid hit splits by code)
+    evidence: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
+    last_line: dict[str, int] = field(default_factory=dict)
+    xid_severities: set[str] = field(default_factory=set)
 
-    def absorb(self, hit: Hit, weight: float, level: str, secondary_to: tuple[str, ...]) -> None:
+    @property
+    def signature_ids(self) -> set[str]:
+        return {h.signature.id for h in self.hits}
+
+    def absorb(self, hit: Hit, weight: float, level: str, groups: dict[str, str]) -> None:
         self.hits.append(hit)
         self.weight = max(self.weight, weight)
-        # Any fatal signature makes the finding fatal: an interface choice (warning) plus the
+        # Any fatal signature makes the finding fatal: an interface choice (supporting) plus the
         # connection failure it caused (fatal) is one fatal finding.
-        if level == "fatal":
-            self.level = "fatal"
+        if level == "fatal" or (level == "warning" and self.level == "supporting"):
+            self.level = level
         if hit.first_line is not None and hit.first_line < self.first_line:
             self.first_line = hit.first_line
             self.first_source = hit.first_source or self.first_source
-        self.secondary_to.update(secondary_to)
-        for key, value in hit.groups.items():
+        for key, value in groups.items():
             self.groups.setdefault(key, value)
         self.ranks.update(hit.ranks)
+        for source, line in hit.last_line.items():
+            self.last_line[source] = max(line, self.last_line.get(source, 0))
 
 
 @dataclass
 class Ranked:
     candidate: Candidate
-    role: str  # root | secondary
+    role: str  # root | secondary | survived
     confidence: float
     reason: str
+
+
+Add = Callable[[str, Hit, float, str, dict[str, str]], Candidate]
 
 
 def _candidates(result: ScanResult, signature_set: SignatureSet) -> dict[str, Candidate]:
     found: dict[str, Candidate] = {}
 
-    def add(
-        cause: str, hit: Hit, weight: float, level: str, secondary: tuple[str, ...]
-    ) -> Candidate:
+    def add(cause: str, hit: Hit, weight: float, level: str, groups: dict[str, str]) -> Candidate:
         candidate = found.get(cause)
         if candidate is None:
             candidate = found[cause] = Candidate(
-                cause, 0.0, "warning", hit.first_line or 0, hit.first_source or ""
+                cause, 0.0, "supporting", hit.first_line or 0, hit.first_source or ""
             )
-        candidate.absorb(hit, weight, level, secondary)
+        candidate.absorb(hit, weight, level, groups)
         return candidate
 
-    for hit in result.hits.values():
+    # Strongest signatures first: their values fill the fix templates before weaker ones'.
+    for hit in sorted(result.hits.values(), key=lambda h: -h.signature.weight):
         signature = hit.signature
         if hit.count < signature.min_count:
             continue
+        groups = hit.best_groups or hit.groups
         if signature.extractor == "xid":
             _add_xids(hit, signature_set, add)
         elif signature.extractor == "uneven_collectives":
             reason = _uneven_reason(hit)
             if reason:
-                candidate = add(
-                    signature.cause, hit, signature.weight, signature.level, signature.secondary_to
-                )
+                candidate = add(signature.cause, hit, signature.weight, signature.level, groups)
                 candidate.groups["uneven_reason"] = reason
         else:
-            add(signature.cause, hit, signature.weight, signature.level, signature.secondary_to)
-    return found
+            add(signature.cause, hit, signature.weight, signature.level, groups)
+    # A supporting signature never stands alone.
+    return {cause: c for cause, c in found.items() if c.level != "supporting"}
 
 
-def _add_xids(hit: Hit, signature_set: SignatureSet, add: object) -> None:
-    """Split Xid events by code: each code maps to a cause and a severity from the table."""
-    by_code: dict[int, int] = {}
+def _add_xids(hit: Hit, signature_set: SignatureSet, add: Add) -> None:
+    """Split Xid events by code: each code maps to a cause, a severity and a meaning of its own."""
+    by_code: dict[int, list[dict[str, str]]] = {}
     for groups in hit.group_sets:
         text = groups.get("code")
         if text and text.isdigit():
-            by_code[int(text)] = by_code.get(int(text), 0) + 1
+            by_code.setdefault(int(text), []).append(groups)
 
     def severity_rank(code: int) -> int:
         info = xid_knowledge.lookup(code)
         return ("critical", "warn", "info").index(info.severity) if info else 1
 
-    # Most severe code first: it names the finding's explanation and action.
-    for code, count in sorted(by_code.items(), key=lambda item: (severity_rank(item[0]), item[0])):
+    # Most severe code first: it names the finding's explanation and action. Each code's own
+    # lines give its PCI address and evidence, so one code's name never labels another's line.
+    for code, occurrences in sorted(
+        by_code.items(), key=lambda item: (severity_rank(item[0]), item[0])
+    ):
         info = xid_knowledge.lookup(code)
         severity = info.severity if info else "warn"
         cause = signature_set.xid_causes.get(code, "xid_error")
-        weight = _XID_WEIGHT[severity]
-        secondary: tuple[str, ...] = _APPLICATION_ERRORS if severity == "info" else ()
-        candidate = add(cause, hit, weight, "fatal", secondary)  # type: ignore[operator]
-        candidate.groups.setdefault("code", str(code))
-        candidate.groups.setdefault("xid_name", info.name if info else "not in the Xid table")
-        candidate.groups.setdefault(
-            "xid_culprit", "/".join(info.culprits) if info and info.culprits else "unknown"
-        )
-        candidate.groups.setdefault(
-            "xid_action", info.action if info else "look the code up in NVIDIA's Xid catalogue"
-        )
-        candidate.groups.setdefault("xid_severity", severity)
+        first = occurrences[0]
+        groups = {
+            "code": str(code),
+            "pci": first.get("pci", "?"),
+            "xid_name": info.name if info else "not in the Xid table",
+            "xid_culprit": "/".join(info.culprits) if info and info.culprits else "unknown",
+            "xid_action": info.action if info else "look the code up in NVIDIA's Xid catalogue",
+            "xid_severity": severity,
+        }
+        candidate = add(cause, hit, _XID_WEIGHT[severity], "fatal", groups)
+        candidate.xid_severities.add(severity)
+        evidence = [
+            (g["_source"], int(g["_line"]), g["_text"])
+            for g in occurrences[:3]
+            if g.get("_line", "").isdigit()
+        ]
+        candidate.evidence.setdefault(hit.signature.id, []).extend(evidence)
         candidate.notes.append(
-            f"Xid {code} ×{count}" + (f": {info.name} ({severity})" if info else "")
+            f"Xid {code} ×{len(occurrences)}" + (f": {info.name} ({severity})" if info else "")
         )
 
 
 def _uneven_reason(hit: Hit) -> str | None:
     """Why the timed-out collectives show ranks on different paths, or None."""
     by_seq: dict[str, set[tuple[str, str]]] = {}
-    seqs: set[str] = set()
+    seqs_by_rank: dict[str, set[str]] = {}
     for groups in hit.group_sets:
         seq = groups.get("seq")
         if seq is None:
             continue
-        seqs.add(seq)
         by_seq.setdefault(seq, set()).add((groups.get("op", "?"), groups.get("numel", "?")))
+        seqs_by_rank.setdefault(groups.get("_rank", "?"), set()).add(seq)
+    # The same collective number with a different operation or size: the ranks are on
+    # different paths through the loop.
     for seq, shapes in by_seq.items():
         if len(shapes) > 1:
             described = ", ".join(f"{op} of {numel} elements" for op, numel in sorted(shapes))
             return f"collective #{seq} is {described} on different ranks"
-    if len(seqs) > 1:
-        return f"ranks timed out in different collectives (#{', #'.join(sorted(seqs, key=int))})"
+    # Each rank stuck in one collective, and not the same one. A rank reporting several
+    # numbers has several works outstanding (or several process groups, each counting its
+    # own), which says nothing about the others.
+    if "?" not in seqs_by_rank and all(len(s) == 1 for s in seqs_by_rank.values()):
+        seqs = {next(iter(s)) for s in seqs_by_rank.values()}
+        if len(seqs) > 1:
+            listed = ", #".join(sorted(seqs, key=int))
+            return f"ranks timed out in different collectives (#{listed})"
     return None
 
 
+# --- survived errors --------------------------------------------------------------------------
+def survived_by(
+    candidate: Candidate, result: ScanResult, survives: dict[str, tuple[str, ...]]
+) -> str | None:
+    """The finish evidence that follows every line of this finding, or None.
+
+    Compared per input: a marker in one rank's file says nothing about another file.
+    `survives` maps a finish id to the causes it shows survived (empty: all of them).
+    """
+    if not candidate.last_line:
+        return None
+    proofs = []
+    for source, last in candidate.last_line.items():
+        after = [
+            (line, finish_id)
+            for src, line, finish_id in result.finishes
+            if src == source
+            and line > last
+            and (not survives.get(finish_id) or candidate.cause in survives[finish_id])
+        ]
+        if not after:
+            return None
+        proofs.append(f"{source}:{after[0][0]} ({after[0][1]})")
+    return ", ".join(proofs)
+
+
+# --- causality --------------------------------------------------------------------------------
+def _rule_applies(rule: Rule, root: Candidate, consequence: Candidate) -> bool:
+    if root.cause not in rule.root or consequence.cause not in rule.explains:
+        return False
+    if rule.root_signatures and not root.signature_ids & set(rule.root_signatures):
+        return False
+    if rule.only_signatures and not consequence.signature_ids <= set(rule.only_signatures):
+        return False
+    if rule.condition == "xid_application_only":
+        return consequence.xid_severities == {"info"}
+    return True
+
+
+def explaining_rules(
+    candidate: Candidate, valid: dict[str, Candidate], rules: tuple[Rule, ...]
+) -> list[tuple[Candidate, Rule]]:
+    """The findings (with the rule) that explain `candidate`; mutual explanations cancel out."""
+    found = []
+    for other in valid.values():
+        if other is candidate:
+            continue
+        rule = next((r for r in rules if _rule_applies(r, other, candidate)), None)
+        if rule is None:
+            continue
+        if any(_rule_applies(r, candidate, other) for r in rules):
+            continue
+        found.append((other, rule))
+    return found
+
+
 def rank(result: ScanResult, signature_set: SignatureSet) -> list[Ranked]:
+    survives = {f.id: f.survives for f in signature_set.finishes}
     candidates = _candidates(result, signature_set)
+    survived: list[Ranked] = []
+    for cause, candidate in list(candidates.items()):
+        proof = survived_by(candidate, result, survives)
+        if proof:
+            survived.append(Ranked(candidate, "survived", 0.0, f"the run went on past it: {proof}"))
+            del candidates[cause]
     failure_seen = any(c.level == "fatal" for c in candidates.values()) or any(
         result.markers.values()
     )
-    # A warning-level finding alone (an interface choice, a few overflows) is not a crash.
+    # A warning-level finding alone (a few overflows, a library warning) is not a crash.
     valid = {
         cause: c
         for cause, c in candidates.items()
         if c.level == "fatal" or (failure_seen and c.weight >= 0.6)
     }
     if not valid:
-        return []
-
-    def explained_by(candidate: Candidate) -> list[str]:
-        return [
-            other
-            for other in candidate.secondary_to
-            if other in valid
-            and other != candidate.cause
-            and candidate.cause not in valid[other].secondary_to
-        ]
-
-    primaries = [c for c in valid.values() if not explained_by(c)] or list(valid.values())
+        return survived
+    rules = signature_set.rules
+    explained = {cause: explaining_rules(c, valid, rules) for cause, c in valid.items()}
+    primaries = [c for c in valid.values() if not explained[c.cause]] or list(valid.values())
     primaries.sort(key=lambda c: (-c.weight, c.first_line))
     root = primaries[0]
     rivals = [c for c in primaries[1:] if c.weight >= root.weight - 0.05]
     confidence = root.weight * (0.8 if rivals else 1.0) * (0.85 if root.level == "warning" else 1.0)
-    explained = [c for c in valid.values() if c is not root and root.cause in explained_by(c)]
+    consequences = [
+        c for c in valid.values() if any(other is root for other, _ in explained[c.cause])
+    ]
     reason_parts = [f"strongest finding not explained by another (first at line {root.first_line})"]
-    if explained:
-        reason_parts.append("it explains " + ", ".join(sorted(c.cause for c in explained)))
+    if consequences:
+        reason_parts.append("it explains " + ", ".join(sorted(c.cause for c in consequences)))
     if rivals:
         reason_parts.append("also consistent with " + ", ".join(c.cause for c in rivals))
     ranked = [Ranked(root, "root", round(min(0.99, confidence), 2), "; ".join(reason_parts))]
@@ -186,12 +270,13 @@ def rank(result: ScanResult, signature_set: SignatureSet) -> list[Ranked]:
         (c for c in valid.values() if c is not root), key=lambda c: (-c.weight, c.first_line)
     )
     for candidate in others:
-        by = explained_by(candidate)
-        if root.cause in by:
-            reason = f"follows from {root.cause}"
+        by = explained[candidate.cause]
+        from_root = next((rule for other, rule in by if other is root), None)
+        if from_root is not None:
+            reason = f"follows from {root.cause}: {from_root.reason}"
         elif by:
-            reason = f"explained by {', '.join(sorted(by))}"
+            reason = f"explained by {', '.join(sorted(o.cause for o, _ in by))}: {by[0][1].reason}"
         else:
             reason = "independent finding, weaker than the root cause"
         ranked.append(Ranked(candidate, "secondary", round(candidate.weight * 0.5, 2), reason))
-    return ranked
+    return ranked + survived

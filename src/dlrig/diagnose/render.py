@@ -13,6 +13,7 @@ def render_text(diagnosis: Diagnosis, console: Any, show_secondary: bool = True)
     scanned = f"{diagnosis.lines:,} lines, {diagnosis.bytes / 1e6:,.1f} MB from {', '.join(diagnosis.sources) or 'input'}"
     if not diagnosis.causes:
         console.print(Text("No failure cause found", style="bold green"))
+        _render_survived(diagnosis, console)
         console.print(Text(f"scanned {scanned}", style="dim"))
         if diagnosis.note:
             console.print(Text(diagnosis.note, style="dim"))
@@ -25,8 +26,21 @@ def render_text(diagnosis: Diagnosis, console: Any, show_secondary: bool = True)
         console.print(Text("Also found (explained by the root cause or weaker):", style="bold"))
         for finding in secondary:
             _render_finding(finding, console, headline=False)
+    _render_survived(diagnosis, console)
     console.print()
     console.print(Text(f"scanned {scanned}", style="dim"))
+
+
+def _render_survived(diagnosis: Diagnosis, console: Any) -> None:
+    """Errors the run went on past: shown so nobody wonders why they were not the cause."""
+    from rich.text import Text
+
+    if not diagnosis.survived:
+        return
+    console.print()
+    console.print(Text("Survived (the run went on past these):", style="bold"))
+    for finding in diagnosis.survived:
+        console.print(Text(f"  - {finding.title} [{finding.cause}]: {finding.reason}"))
 
 
 def _render_finding(finding: Finding, console: Any, headline: bool) -> None:

@@ -1,8 +1,8 @@
 """Streaming log scanner: bounded memory, one fast pass, detailed matching only where it pays.
 
 Logs of several GB are fed in chunks (`feed`) and never held whole. Each chunk is searched once
-for the signatures' anchor literals (RE2 when available: a DFA, linear time); only the lines
-that hold an anchor are decoded, cleaned (ANSI colours, progress-bar carriage returns, rank
+for the signatures' anchor literals (RE2: a DFA, linear time); only the lines that hold an
+anchor are decoded, cleaned (ANSI colours, progress-bar carriage returns, rank and launcher
 prefixes) and tested against the signatures' regexes. A 100 MB line costs no more memory than
 the chunk size: a match's "line" is cut to a few KB around the anchor.
 """
@@ -21,10 +21,20 @@ LOOKAHEAD_BYTES = 64 * 1024  # kept back so multi-line signatures can read the f
 MAX_LINE_CHARS = 4096  # each side of an anchor
 MAX_EVIDENCE = 5
 MAX_GROUP_SETS = 2000
+MAX_PREFIX_CHARS = 160  # launcher prefixes ("host [stderr] [rank3]:") sit in the first chars
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?", re.I)
-_RANK_IN_TEXT = re.compile(r"\[(?:rank|Rank) ?(\d+)\]|\blocal_rank: (\d+)|\bRANK (\d+)\b")
+# Where a rank's own output starts. torchrun --tee / --log-line-prefix: "[rank3]:",
+# "[default3]:"; OpenMPI --tag-output: "[1,3]<stderr>:"; srun -l: "3: ". Ray and cluster
+# launchers put their own prefix first ("(RayWorkerWrapper pid=1) [rank1]:", "node [stderr]").
+_RANK_PREFIXES = (
+    re.compile(r"\[(?:rank|default)(\d+)\]:\s?"),
+    re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:\s?"),
+)
+_SRUN_PREFIX = re.compile(r"^\s*(\d{1,4}): (?=\S)")
+_RANK_IN_TEXT = re.compile(
+    r"\[(?:PG [^\]]*?)?Rank ?(\d+)\]|\brank(\d+)\]|\blocal_rank: (\d+)|\bRANK (\d+)\b|\bRank (\d+)\b"
+)
 
 
 def _anchor_regex(anchors: Iterable[str]) -> Any:
@@ -40,14 +50,25 @@ def _anchor_regex(anchors: Iterable[str]) -> Any:
 
 
 def clean_line(raw: str) -> tuple[str, int | None]:
-    """(text without ANSI codes and rank prefix, rank if the prefix named one)."""
+    """(text without ANSI codes and launcher/rank prefix, rank if the prefix named one)."""
     text = _ANSI.sub("", raw)
-    rank = None
-    match = _RANK_PREFIX.match(text)
-    if match:
-        rank = int(match.group(1))
-        text = text[match.end() :]
-    return text.rstrip("\n"), rank
+    head = text[:MAX_PREFIX_CHARS]
+    for prefix in _RANK_PREFIXES:
+        found = prefix.search(head)
+        if found:
+            return text[found.end() :].rstrip("\n"), int(found.group(1))
+    found = _SRUN_PREFIX.match(head)
+    if found:
+        return text[found.end() :].rstrip("\n"), int(found.group(1))
+    return text.rstrip("\n"), None
+
+
+def rank_in_text(text: str) -> int | None:
+    """The rank a message names itself ("[Rank 3]", "[PG 0 Rank 3]", "local_rank: 3")."""
+    found = _RANK_IN_TEXT.search(text)
+    if not found:
+        return None
+    return int(next(g for g in found.groups() if g))
 
 
 @dataclass
@@ -58,30 +79,45 @@ class Hit:
     count: int = 0
     first_line: int | None = None
     first_source: str | None = None
+    last_line: dict[str, int] = field(default_factory=dict)  # per source
     evidence: list[tuple[str, int, str]] = field(default_factory=list)  # (source, line, text)
-    groups: dict[str, str] = field(default_factory=dict)
+    groups: dict[str, str] = field(default_factory=dict)  # first value of each group
+    # One occurrence's values, kept together: the most complete one, the latest on ties (the
+    # fatal OOM comes after any survived probe, and names the same figures)
+    best_groups: dict[str, str] = field(default_factory=dict)
     group_sets: list[dict[str, str]] = field(default_factory=list)
     ranks: set[int] = field(default_factory=set)
 
     def add(
-        self, source: str, line: int, text: str, found: re.Match[str], rank: int | None
+        self,
+        source: str,
+        line: int,
+        text: str,
+        found: re.Match[str],
+        values: dict[str, str],
+        rank: int | None,
     ) -> None:
         self.count += 1
         if self.first_line is None:
             self.first_line, self.first_source = line, source
-        values = {k: v for k, v in found.groupdict().items() if v}
+        self.last_line[source] = line
         for key, value in values.items():
-            self.groups.setdefault(key, value)
-        if values and len(self.group_sets) < MAX_GROUP_SETS:
-            if rank is not None:
-                values = {**values, "_rank": str(rank)}
-            self.group_sets.append(values)
-        if rank is not None:
-            self.ranks.add(rank)
+            if not key.startswith("_"):
+                self.groups.setdefault(key, value)
+        if values and len(values) >= len(self.best_groups):
+            self.best_groups = dict(values)
+        values = {k: v for k, v in values.items() if k != "_subject"}
         shown = text.strip()
         if len(shown) > 400:
             start = max(0, found.start() - 150)
             shown = ("…" if start else "") + shown[start : start + 400] + "…"
+        if values and len(self.group_sets) < MAX_GROUP_SETS:
+            entry = {**values, "_line": str(line), "_source": source, "_text": shown}
+            if rank is not None:
+                entry["_rank"] = str(rank)
+            self.group_sets.append(entry)
+        if rank is not None:
+            self.ranks.add(rank)
         if len(self.evidence) < MAX_EVIDENCE and all(e[2] != shown for e in self.evidence):
             self.evidence.append((source, line, shown))
 
@@ -96,6 +132,8 @@ class _Stream:
 class ScanResult:
     hits: dict[str, Hit]
     markers: dict[str, int]
+    # finish evidence: (source, line, finish id) in the order found
+    finishes: list[tuple[str, int, str]]
     facts: dict[str, str]
     lines: int
     bytes: int
@@ -107,17 +145,22 @@ class Scanner:
 
     def __init__(self, signature_set: SignatureSet) -> None:
         self.signatures = signature_set.signatures
-        self.markers = signature_set.markers
         self._lowered = [(s, tuple(a.lower() for a in s.anchors)) for s in self.signatures]
-        self._marker_lowered = [(m.id, tuple(a.lower() for a in m.anchors)) for m in self.markers]
+        self._marker_lowered = [
+            (m.id, tuple(a.lower() for a in m.anchors)) for m in signature_set.markers
+        ]
+        self._finishes = [(f, tuple(a.lower() for a in f.anchors)) for f in signature_set.finishes]
         self._facts = [(f, tuple(a.lower() for a in f.anchors)) for f in signature_set.facts]
         all_anchors = [a for s in self.signatures for a in s.anchors]
-        all_anchors += [a for m in self.markers for a in m.anchors]
+        all_anchors += [a for m in signature_set.markers for a in m.anchors]
+        all_anchors += [a for f in signature_set.finishes for a in f.anchors]
         all_anchors += [a for f in signature_set.facts for a in f.anchors]
         self._anchors = _anchor_regex(all_anchors)
         self.hits: dict[str, Hit] = {}
-        self.marker_counts: dict[str, int] = {m.id: 0 for m in self.markers}
+        self.marker_counts: dict[str, int] = {m.id: 0 for m in signature_set.markers}
+        self.finishes: list[tuple[str, int, str]] = []
         self.facts: dict[str, str] = {}
+        self._fact_rank: dict[str, int] = {}  # index of the pattern that gave each fact
         self.total_bytes = 0
         self.sources: list[str] = []
         self._lines_done = 0
@@ -151,6 +194,7 @@ class Scanner:
         return ScanResult(
             hits=self.hits,
             markers=self.marker_counts,
+            finishes=self.finishes,
             facts=self.facts,
             lines=self._lines_done,
             bytes=self.total_bytes,
@@ -187,7 +231,8 @@ class Scanner:
             counted_to = position
             self._examine(source, buffer, start, position, line)
         newlines = buffer.count(b"\n", counted_to, limit)
-        self._lines_done += buffer.count(b"\n", 0, counted_to) + newlines
+        # lines before the last anchor were counted on the way (line - stream.line)
+        self._lines_done += line - stream.line + newlines
         stream.line = line + newlines
         stream.buffer = buffer[limit:]
 
@@ -201,21 +246,19 @@ class Scanner:
         raw = buffer[start:end].decode("utf-8", errors="replace")
         text, rank = clean_line(raw)
         if rank is None:
-            found_rank = _RANK_IN_TEXT.search(text)
-            if found_rank:
-                rank = int(next(g for g in found_rank.groups() if g))
+            rank = rank_in_text(text)
         lowered = text.lower()
         for marker_id, anchors in self._marker_lowered:
             if any(anchor in lowered for anchor in anchors):
                 self.marker_counts[marker_id] += 1
+        for finish, anchors in self._finishes:
+            if any(anchor in lowered for anchor in anchors) and any(
+                p.search(text) for p in finish.patterns
+            ):
+                self.finishes.append((source, line, finish.id))
         for fact, anchors in self._facts:
-            if fact.id in self.facts or not any(anchor in lowered for anchor in anchors):
-                continue
-            for pattern in fact.patterns:
-                found_fact = pattern.search(text)
-                if found_fact:
-                    self.facts.update({k: v for k, v in found_fact.groupdict().items() if v})
-                    break
+            if any(anchor in lowered for anchor in anchors):
+                self._read_fact(fact.id, fact.patterns, text)
         for signature, anchors in self._lowered:
             if not any(anchor in lowered for anchor in anchors):
                 continue
@@ -225,10 +268,25 @@ class Scanner:
             found = signature.match(subject)
             if found is None:
                 continue
+            values = {k: v for k, v in found.groupdict().items() if v}
+            if signature.fields:
+                for key, value in signature.read_fields(subject).items():
+                    values.setdefault(key, value)
+                values["_subject"] = subject[:MAX_LINE_CHARS]
             hit = self.hits.get(signature.id)
             if hit is None:
                 hit = self.hits[signature.id] = Hit(signature)
-            hit.add(source, line, text, found, rank)
+            hit.add(source, line, text, found, values, rank)
+
+    def _read_fact(self, fact_id: str, patterns: tuple[re.Pattern[str], ...], text: str) -> None:
+        """Keep the value of the most specific pattern seen (its index is its rank)."""
+        best = self._fact_rank.get(fact_id, len(patterns))
+        for index, pattern in enumerate(patterns[:best]):
+            found = pattern.search(text)
+            if found:
+                self.facts.update({k: v for k, v in found.groupdict().items() if v})
+                self._fact_rank[fact_id] = index
+                return
 
     def _with_following(self, buffer: bytes, end: int, text: str, lines: int) -> str:
         parts = [text]

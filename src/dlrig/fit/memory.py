@@ -1,46 +1,40 @@
-"""Peak GPU memory per GPU, as nvidia-smi would show it, from a traced step.
+"""Peak GPU memory per GPU, as nvidia-smi would show it, from traced live-memory curves.
 
-The trace is a single-GPU step. Data-parallel strategies change what each GPU holds:
-
-| strategy | parameters            | gradients           | optimizer state     | extra                              |
-|----------|-----------------------|---------------------|---------------------|------------------------------------|
-| ddp      | full                  | full                | full                | gradient buckets (1x gradients)    |
-| zero1    | full, compute dtype   | full, compute dtype | fp32 master+state/N | reduce bucket                      |
-| zero2    | full, compute dtype   | 1/N                 | fp32 master+state/N | reduce bucket                      |
-| fsdp     | 1/N                   | 1/N                 | 1/N                 | 2 gathered blocks + 1 block's grads |
-
-Activations and temporaries come from the trace's timeline; the persistent parts are placed on
-it (optimizer state lives across steps: the estimate is a steady-state step, not the first).
+The trace gives, for every event of one step, the live bytes of activations, backward
+temporaries, autocast weight copies, gradients and optimizer temporaries. A strategy
+(fit/sharding.py) scales some of them and adds what sits outside the timeline (parameters,
+optimizer state, buckets, gathered units). For each phase the peak of the dynamic part is taken
+with its components; traces of 2 and 3 layer periods are extrapolated to the full depth phase by
+phase, then the fixed parts of the full model are added. Fragmentation applies to the dynamic
+part only: long-lived state is allocated once, in whole blocks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dlrig.fit.trace import Trace
+from dlrig.fit.sharding import Held
 
-PRECISION_BYTES = {
-    # precision: (master/param bytes, compute bytes)
-    "fp32": (4, 4),
-    "tf32": (4, 4),
-    "amp-fp16": (4, 2),
-    "amp-bf16": (4, 2),
-    "bf16": (2, 2),
-}
+if TYPE_CHECKING:
+    from dlrig.fit.recorder import Trace
+
+PHASES = ("forward", "backward", "optimizer")
 
 
 @dataclass(frozen=True)
-class MemorySetup:
-    precision: str
-    strategy: str
-    gpus: int
-    grad_accum: int
-    optimizer: str
-    convolutional: bool
-    calibration: dict[str, float]
-    sizes: dict[str, int]
+class PhasePeak:
+    activations: float  # activations + backward temporaries
+    weight_copies: float
+    gradients: float
+    optimizer_temporaries: float
+
+    @property
+    def total(self) -> float:
+        return self.activations + self.weight_copies + self.gradients + self.optimizer_temporaries
 
 
 @dataclass(frozen=True)
@@ -50,114 +44,105 @@ class MemoryEstimate:
     allocated_bytes: int  # torch.cuda.max_memory_allocated()
     breakdown: dict[str, int]
     peak_phase: str
+    activation_peak_bytes: int  # the highest activation memory of the step (any strategy)
+    host_bytes_per_gpu: int
 
 
-def _state_bytes_per_param(optimizer: str, param_bytes: int) -> float:
-    return {
-        "sgd": 0.0,
-        "sgd-momentum": float(param_bytes),
-        "adam": 2.0 * param_bytes,
-        "adamw": 2.0 * param_bytes,
-        "adamw-8bit": 2.0 + 0.03,  # two int8 states plus block-wise quantisation scales
-        "adafactor": 0.0,  # factored: taken from the trace
-    }[optimizer]
-
-
-def persistent_bytes(trace: Trace, setup: MemorySetup) -> dict[str, float]:
-    """Parameters, gradients, optimizer state and fixed buffers per GPU for the strategy."""
-    n = trace.trainable_count
-    frozen = trace.param_count - trace.trainable_count
-    master, compute = PRECISION_BYTES[setup.precision]
-    gpus = max(1, setup.gpus)
-    if setup.optimizer == "adafactor":
-        state_full = float(trace.state_bytes)
-    else:
-        state_full = _state_bytes_per_param(setup.optimizer, master) * n
-    mixed = master != compute
-    frozen_bytes = frozen * compute
-    block = trace.largest_block_params
-    if setup.strategy == "ddp" or gpus == 1:
-        params: float = master * n + frozen_bytes
-        grads: float = master * n
-        state: float = state_full
-        # DDP gradient buckets (gradient_as_bucket_view=False): one more copy of the gradients
-        extra: float = master * n if gpus > 1 else 0.0
-    elif setup.strategy in ("zero1", "zero2"):
-        # DeepSpeed semantics: the model lives in the compute dtype; fp32 master weights sit with
-        # the optimizer state, which is partitioned.
-        master_copy = 4.0 * n if mixed else 0.0
-        params = compute * n + frozen_bytes
-        grads = compute * n / (gpus if setup.strategy == "zero2" else 1)
-        state = (state_full + master_copy) / gpus
-        extra = compute * min(n, 500_000_000)  # reduce bucket (DeepSpeed reduce_bucket_size 5e8)
-    else:  # fsdp, full shard, mixed precision like FSDP2 (fp32 shards, compute-dtype gathers)
-        params = (master * n) / gpus + frozen_bytes / gpus
-        grads = master * n / gpus
-        state = state_full / gpus
-        extra = 2.0 * compute * block + master * block  # two gathered blocks, one block's grads
-    return {"parameters": params, "gradients": grads, "optimizer_state": state, "buffers": extra}
-
-
-def estimate_memory(trace: Trace, setup: MemorySetup) -> MemoryEstimate:
-    events = trace.events + 2
-    live = {
-        name: np.zeros(events + 1)
-        for name in ("activation", "backward_temp", "gradient", "optimizer_temp")
-    }
-    for allocation in trace.allocations:
-        if allocation.category not in live:
+def phase_peaks(trace: Trace, held: Held, grad_accum: int) -> dict[str, PhasePeak]:
+    """Per phase, the dynamic components at the moment their scaled sum is highest."""
+    curves = trace.curves
+    activations = curves["activation"] + curves["backward_temp"]
+    copies = curves["weight_copy"] * (1.0 if held.keeps_weight_copies else 0.0)
+    grads = curves["gradient"] * held.gradient_scale
+    if grad_accum > 1:  # gradients are kept across micro-batches
+        grads = np.full_like(grads, float(curves["gradient"].max()) * held.gradient_scale)
+    temps = curves["optimizer_temp"] * held.optimizer_temp_scale
+    total = activations + copies + grads + temps
+    peaks: dict[str, PhasePeak] = {}
+    for phase in PHASES:
+        start, end = trace.phase_spans.get(phase, (0, 0))
+        if end <= start:
             continue
-        start = allocation.start
-        end = allocation.end if allocation.end is not None else events
-        live[allocation.category][start] += allocation.nbytes
-        live[allocation.category][min(end, events)] -= allocation.nbytes
-    curves = {name: np.cumsum(diff)[:events] for name, diff in live.items()}
-    fixed = persistent_bytes(trace, setup)
-    # Gradients follow the trace's timing (created during backward), scaled to the strategy.
-    traced_grads = trace.grad_bytes or 1
-    grad_curve = curves["gradient"] * (fixed["gradients"] / traced_grads)
-    if setup.grad_accum > 1:
-        grad_curve = np.full(events, fixed["gradients"])  # kept across micro-batches
-    temp_scale = 1.0 / max(1, setup.gpus) if setup.strategy in ("zero1", "zero2", "fsdp") else 1.0
-    activation_curve = curves["activation"] + curves["backward_temp"]
-    total = (
-        fixed["parameters"]
-        + fixed["optimizer_state"]
-        + fixed["buffers"]
-        + grad_curve
-        + activation_curve
-        + curves["optimizer_temp"] * temp_scale
+        window = slice(start, min(end + 1, len(total)))
+        index = start + int(np.argmax(total[window]))
+        peaks[phase] = PhasePeak(
+            float(activations[index]),
+            float(copies[index]),
+            float(grads[index]),
+            float(temps[index]),
+        )
+    return peaks
+
+
+def extrapolate(values: Sequence[float], depths: Sequence[int], depth: int) -> float:
+    """The affine extension of values measured at `depths` to `depth` (one value: as is)."""
+    if len(values) == 1:
+        return float(values[0])
+    (v1, v2), (d1, d2) = values[:2], depths[:2]
+    return max(0.0, v1 + (v2 - v1) * (depth - d1) / (d2 - d1))
+
+
+def combine(
+    samples: Sequence[tuple[int, Trace]],
+    depth: int,
+    held: Held,
+    grad_accum: int,
+    workspaces: int,
+    context: int,
+    nccl: int,
+    fragmentation: float,
+) -> MemoryEstimate:
+    per_sample = [phase_peaks(trace, held, grad_accum) for _, trace in samples]
+    depths = [d for d, _ in samples]
+    best: tuple[float, str, PhasePeak, float, float] | None = None
+    for phase in PHASES:
+        if not all(phase in peaks for peaks in per_sample):
+            continue
+        peak = PhasePeak(
+            *(
+                extrapolate([getattr(p[phase], part) for p in per_sample], depths, depth)
+                for part in ("activations", "weight_copies", "gradients", "optimizer_temporaries")
+            )
+        )
+        # gathered units exist only while forward/backward compute; FSDP's unit gradients
+        # only until their reduce-scatter
+        gathered = held.gathered if phase != "optimizer" else 0.0
+        buffers = held.buffers if phase != "optimizer" or held.buffers_in_optimizer else 0.0
+        total = peak.total + gathered + buffers
+        if best is None or total > best[0]:
+            best = (total, phase, peak, gathered, buffers)
+    assert best is not None, "a trace has at least a forward phase"
+    _, phase, peak, gathered, buffers = best
+    fixed = held.parameters + held.optimizer_state + buffers + gathered
+    activation_peak = extrapolate(
+        [float((t.curves["activation"] + t.curves["backward_temp"]).max()) for _, t in samples],
+        depths,
+        depth,
     )
-    peak_index = int(np.argmax(total))
-    allocated = float(total[peak_index])
-    workspaces = setup.sizes["cublas_workspace_bytes"] + (
-        setup.sizes["cudnn_workspace_bytes"] if setup.convolutional else 0
-    )
-    reserved = allocated * setup.calibration["allocator_reserve_factor"] + workspaces
-    context = setup.sizes["cuda_context_bytes"]
-    nccl = setup.sizes["nccl_buffers_bytes"] if setup.gpus > 1 else 0
-    peak = reserved + context + nccl
-    spans = trace.phase_spans
-    phase = "forward"
-    for name, (start, end) in spans.items():
-        if start <= peak_index < end:
-            phase = name
+    dynamic = peak.total + gathered + buffers
+    allocated = fixed + peak.total
+    reserve = (fragmentation - 1.0) * dynamic
+    reserved = allocated + reserve + workspaces
     breakdown = {
-        "parameters": int(fixed["parameters"]),
-        "gradients": int(grad_curve[peak_index]),
-        "optimizer_state": int(fixed["optimizer_state"]),
-        "activations": int(activation_curve[peak_index]),
-        "optimizer_temporaries": int(curves["optimizer_temp"][peak_index] * temp_scale),
-        "communication_buffers": int(fixed["buffers"]),
-        "allocator_reserve": int(reserved - allocated - workspaces),
+        "parameters": int(held.parameters),
+        "gradients": int(peak.gradients),
+        "optimizer_state": int(held.optimizer_state),
+        "activations": int(peak.activations),
+        "autocast_weight_copies": int(peak.weight_copies),
+        "gathered_parameters": int(gathered),
+        "optimizer_temporaries": int(peak.optimizer_temporaries),
+        "communication_buffers": int(buffers),
+        "allocator_reserve": int(reserve),
         "workspaces": int(workspaces),
         "cuda_context": int(context),
         "nccl_buffers": int(nccl),
     }
     return MemoryEstimate(
-        peak_bytes=int(peak),
+        peak_bytes=int(reserved + context + nccl),
         reserved_bytes=int(reserved),
         allocated_bytes=int(allocated),
         breakdown=breakdown,
         peak_phase=phase,
+        activation_peak_bytes=int(activation_peak),
+        host_bytes_per_gpu=int(held.host_bytes_per_gpu),
     )

@@ -1,4 +1,4 @@
-"""Models to trace: presets built from published configs, or the user's own `module:factory`."""
+"""Model presets (published configs, in knowledge/data/fit_presets.toml) and `module:factory` models."""
 
 from __future__ import annotations
 
@@ -6,17 +6,16 @@ import difflib
 import functools
 import re
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
+from dlrig.fit.workload import Workload, hf_workload, loss_of, transformers_module
 from dlrig.inputs import call_factory, load_factory
 
-TASKS = ("image_classification", "causal_lm", "bert_pretraining", "seq2seq", "custom")
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -58,138 +57,43 @@ def suggest(name: str) -> list[str]:
     return difflib.get_close_matches(name.lower(), list(presets()), n=3, cutoff=0.4)
 
 
-@dataclass
-class Workload:
-    """A model factory plus the batch it is trained on."""
-
-    name: str
-    task: str
-    build: Callable[[], torch.nn.Module]
-    make_inputs: Callable[[int], dict[str, Any]]  # batch size -> model kwargs (fake tensors)
-    loss_of: Callable[[Any], torch.Tensor]
-    samples_unit: str  # "images" | "sequences" | "samples"
-    tokens_per_sample: int | None
-    seq_len: int | None
-    image_size: int | None
-    default_batch: int
-    source: str
-    positional: bool = False  # custom models: inputs passed in --input order
-
-    def call(self, model: torch.nn.Module, inputs: dict[str, Any]) -> Any:
-        return model(*inputs.values()) if self.positional else model(**inputs)
-
-
-def _transformers() -> Any:
-    try:
-        import transformers
-    except ImportError:
-        from dlrig.errors import MissingExtraError
-
-        raise MissingExtraError("transformers", "torch", "dlrig fit's model presets") from None
-    transformers.logging.set_verbosity_error()
-    return transformers
-
-
-def _loss(output: Any) -> torch.Tensor:
-    loss = getattr(output, "loss", None)
-    if loss is None and isinstance(output, dict):
-        loss = output.get("loss")
-    if loss is None:
-        tensor = output[0] if isinstance(output, tuple | list) else output
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError("the model returned no loss and no tensor to take a loss from")
-        loss = tensor.float().mean()
-    return loss
-
-
 def preset_workload(name: str, seq_len: int | None, image_size: int | None) -> Workload:
     table = presets()
     if name not in table:
         close = suggest(name)
         hint = f"did you mean {', '.join(close)}? " if close else ""
         raise InputError(
-            f"unknown model preset {name!r}",
-            fix=f"{hint}presets: {', '.join(table)}; or pass package.module:factory with --input",
+            f"unknown model {name!r}: not a preset, a Hub id (org/name) or module:factory",
+            fix=f"{hint}presets: {', '.join(table)}; or --config path/to/config.json",
         )
     preset = table[name]
-    transformers = _transformers()
+    transformers = transformers_module()
     config_class = getattr(transformers, preset.config_class)
     model_class = getattr(transformers, preset.model_class)
-    config_values = dict(preset.config)
-    if preset.task == "image_classification":
-        size = image_size or preset.image_size or 224
-        if "patch_size" in config_values:
-            config_values["image_size"] = size
-    else:
-        size = seq_len or preset.seq_len or 512
-        limit_key = next(
-            (k for k in ("max_position_embeddings", "n_positions") if k in config_values), None
-        )
-        if limit_key and size > config_values[limit_key]:
-            config_values[limit_key] = size  # positions are a table for BERT/GPT-2: grow it
-    config = config_class(**config_values)
-    convolutional = preset.task == "image_classification" and "patch_size" not in config_values
-    if not convolutional:
-        # SDPA where the model supports it (traced with fused-kernel memory); T5 has no SDPA path.
-        config._attn_implementation = "sdpa" if preset.task != "seq2seq" else "eager"
-
-    def build() -> torch.nn.Module:
-        model = model_class(config)
-        # Weight tying (LM head = embeddings) happens at init, which the fake build skips.
-        tie = getattr(model, "tie_weights", None)
-        if callable(tie):
-            tie()
-        return model
-
-    vocab = getattr(config, "vocab_size", 1000)
-
-    def make_inputs(batch: int) -> dict[str, Any]:
-        if preset.task == "image_classification":
-            return {
-                "pixel_values": torch.empty(batch, 3, size, size),
-                "labels": torch.zeros(batch, dtype=torch.long),
-            }
-        ids = torch.zeros(batch, size, dtype=torch.long)
-        if preset.task == "bert_pretraining":
-            return {
-                "input_ids": ids,
-                "token_type_ids": torch.zeros_like(ids),
-                "attention_mask": torch.ones_like(ids),
-                "labels": torch.zeros_like(ids),
-                "next_sentence_label": torch.zeros(batch, dtype=torch.long),
-            }
-        if preset.task == "seq2seq":
-            return {"input_ids": ids, "labels": torch.zeros_like(ids)}
-        return {"input_ids": ids, "labels": ids}
-
-    del vocab
-    image = preset.task == "image_classification"
-    return Workload(
+    return hf_workload(
         name=name,
+        config=config_class(**preset.config),
+        model_class=model_class,
         task=preset.task,
-        build=build,
-        make_inputs=make_inputs,
-        loss_of=_loss,
-        samples_unit="images" if image else "sequences",
-        tokens_per_sample=None if image else size,
-        seq_len=None if image else size,
-        image_size=size if image else None,
-        default_batch=preset.batch_size,
         source=preset.source,
+        seq_len=seq_len,
+        image_size=image_size,
+        default_batch=preset.batch_size,
+        default_seq=preset.seq_len,
     )
 
 
 _INPUT_SPEC = re.compile(r"^\s*(?P<name>\w+)\s*:\s*(?P<dtype>\w+)\s*\[(?P<dims>[^\]]*)\]\s*$")
-_DTYPES = {
-    "float32": torch.float32,
-    "float": torch.float32,
-    "float16": torch.float16,
-    "half": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "int64": torch.int64,
-    "long": torch.int64,
-    "int32": torch.int32,
-    "bool": torch.bool,
+_DTYPE_NAMES = {
+    "float32": "float32",
+    "float": "float32",
+    "float16": "float16",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "int64": "int64",
+    "long": "int64",
+    "int32": "int32",
+    "bool": "bool",
 }
 
 
@@ -203,12 +107,15 @@ def parse_input_spec(spec: str) -> list[tuple[str, torch.dtype, list[str]]]:
                 f"--input {item.strip()!r}: not name:dtype[dims]",
                 fix="e.g. --input 'pixel_values:float32[B,3,224,224],labels:int64[B]' (B is the batch size)",
             )
-        dtype = _DTYPES.get(match.group("dtype"))
-        if dtype is None:
+        import torch
+
+        dtype_name = _DTYPE_NAMES.get(match.group("dtype"))
+        if dtype_name is None:
             raise InputError(
                 f"--input {item.strip()!r}: unknown dtype {match.group('dtype')!r}",
-                fix=f"use one of {', '.join(_DTYPES)}",
+                fix=f"use one of {', '.join(_DTYPE_NAMES)}",
             )
+        dtype = getattr(torch, dtype_name)
         dims = [d.strip() for d in match.group("dims").split(",") if d.strip()]
         for dim in dims:
             if dim != "B" and not dim.isdigit():
@@ -238,7 +145,9 @@ def custom_workload(target: str, input_spec: str | None) -> Workload:
     spec = parse_input_spec(input_spec)
     factory = load_factory(target, "an nn.Module", "mypkg.models:make_model")
 
-    def build() -> torch.nn.Module:
+    import torch
+
+    def build(depth: int | None = None) -> torch.nn.Module:
         model = call_factory(target, factory)
         if not isinstance(model, torch.nn.Module):
             raise InputError(
@@ -268,7 +177,7 @@ def custom_workload(target: str, input_spec: str | None) -> Workload:
         task="custom",
         build=build,
         make_inputs=make_inputs,
-        loss_of=_loss,
+        loss_of=loss_of,
         samples_unit="samples",
         tokens_per_sample=None,
         seq_len=None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlrig.fit import FitResult
+from dlrig.fit.result import FitResult
 from dlrig.units import human_bytes, human_seconds
 
 _COLOURS = {
@@ -18,6 +18,10 @@ _COLOURS = {
     "workspaces": "white",
     "cuda_context": "red",
     "nccl_buffers": "bright_cyan",
+    "autocast_weight_copies": "bright_green",
+    "gathered_parameters": "bright_blue",
+    "weights": "blue",
+    "kv_cache": "magenta",
 }
 BAR_WIDTH = 60
 
@@ -52,6 +56,9 @@ def render_text(result: FitResult, console: Any) -> None:
     if result.method == "analytic":
         head.append("  ANALYTIC ESTIMATE (not traced)", style="bold red")
     console.print(head)
+    if result.inference is not None:
+        _render_inference(result, console)
+        return
     setup = result.setup
     shape = (
         f"seq {result.seq_len}"
@@ -88,6 +95,17 @@ def render_text(result: FitResult, console: Any) -> None:
                 human_bytes(value),
             )
     console.print(legend)
+    if result.activation_peak_bytes and result.activation_peak_bytes != result.memory_breakdown.get(
+        "activations"
+    ):
+        console.print(
+            f"activations at their own peak: {human_bytes(result.activation_peak_bytes)} (the same for every strategy)",
+            style="dim",
+        )
+    if result.host_memory_bytes_per_node:
+        console.print(
+            f"host RAM for CPU offload: {human_bytes(result.host_memory_bytes_per_node)} per node"
+        )
     if result.max_batch_size is not None:
         console.print(f"largest batch that fits: [bold]{result.max_batch_size}[/bold] per GPU")
     if result.global_batch:
@@ -95,7 +113,18 @@ def render_text(result: FitResult, console: Any) -> None:
         console.print(
             f"global batch {gb['target']}: micro-batch {gb['micro_batch_per_gpu']} × accumulation "
             f"{gb['grad_accum']} × {gb['gpus']} GPU(s) = {gb['global_batch']}"
+            + ("" if gb["exact"] else " (nearest achievable)")
         )
+        if gb.get("reason"):
+            console.print(Text(f"  {gb['reason']}", style="dim"))
+    if result.advice:
+        console.print(Text("what would fit:", style="bold"))
+        for advice in result.advice:
+            mark = "fits" if advice.fits else "still over"
+            console.print(
+                f"  {advice.change:40} {human_bytes(advice.memory_peak_bytes):>10} per GPU  {mark}"
+                + (f"  ({advice.note})" if advice.note else "")
+            )
     if result.step_time_s is not None:
         console.print()
         speed = Table.grid(padding=(0, 2))
@@ -122,6 +151,49 @@ def render_text(result: FitResult, console: Any) -> None:
         console.print(speed)
     for note in result.notes:
         console.print(Text(f"note: {note}", style="yellow"))
+    console.print()
+    console.print(Text("assumptions:", style="bold"))
+    for assumption in result.assumptions:
+        console.print(Text(f"  - {assumption}", style="dim"))
+
+
+def _render_inference(result: FitResult, console: Any) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    served = result.inference or {}
+    console.print(
+        f"serving batch {served.get('batch_size')} × context {served.get('context')} tokens, "
+        f"weights {served.get('weights')}",
+        style="dim",
+    )
+    console.print()
+    verdict = Text()
+    gpus = served.get("gpus", 1)
+    if result.fits:
+        verdict.append("FITS ONE GPU", style="bold green")
+    else:
+        verdict.append(
+            f"NEEDS {gpus} GPUs: tensor parallel {served.get('tensor_parallel')} × "
+            f"{served.get('pipeline_stages')} pipeline stage(s)",
+            style="bold yellow",
+        )
+    console.print(verdict)
+    console.print(_bar(result))
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    if "weights_bytes" in served:
+        table.add_row("weights (all GPUs)", human_bytes(served["weights_bytes"]))
+    table.add_row("KV cache (all GPUs)", human_bytes(served.get("kv_cache_bytes", 0)))
+    if "prefill_tokens_per_s" in served:
+        table.add_row("prefill", f"{served['prefill_tokens_per_s']:,.0f} tokens/s")
+        table.add_row(
+            "decode",
+            f"{served['decode_tokens_per_s']:,.0f} tokens/s ({served['decode_tokens_per_s_per_sequence']:,.1f} per sequence)",
+        )
+        table.add_row("time to first token", human_seconds(served["time_to_first_token_s"]))
+    console.print(table)
     console.print()
     console.print(Text("assumptions:", style="bold"))
     for assumption in result.assumptions:

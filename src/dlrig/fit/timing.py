@@ -1,21 +1,27 @@
-"""Step time from a traced step: a roofline per operator, plus gradient communication.
+"""Step time from a traced step: a roofline per operator, plus the strategy's communication.
 
 Each operator takes the longer of its compute time (FLOPs over the GPU's dense peak for the
-operator's dtype, scaled by the measured matmul ceiling and a calibrated efficiency) and its
-memory time (bytes read and written over the memory bandwidth, scaled by a calibrated
-efficiency), never less than a kernel's floor. Gradient synchronisation is a ring all-reduce,
-2(N−1)/N × bytes ÷ bus bandwidth, hidden under backward as DDP's bucketing does.
+operator's dtype, scaled by the measured matmul ceiling and a calibrated efficiency, both ≤ 1)
+and its memory time (bytes over the memory bandwidth, scaled by an efficiency ≤ 1), never less
+than a kernel's floor. So no operator beats its peak and MFU ≤ 100% by construction.
+Collectives are ring/tree volumes over the slowest link they cross plus a latency per
+collective, hidden under the compute they overlap with; scaling efficiency is the step without
+communication over the step with it, so it is ≤ 100% by construction.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dlrig.fit.memory import PRECISION_BYTES
-from dlrig.fit.trace import Trace
+from dlrig.fit.sharding import Plan, Sizes, compute_bytes, shard_count
 from dlrig.knowledge.gpus import GpuSpec
+
+if TYPE_CHECKING:
+    from dlrig.fit.recorder import Trace
 
 # Per-direction bandwidth of a x16 PCIe link, GB/s, by generation.
 PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}
@@ -32,6 +38,17 @@ class TimeSetup:
     network_gbps: float
     calibration: dict[str, float]
     mamf_ratio: float
+    offload: str = "none"
+
+
+@dataclass(frozen=True)
+class PhaseTimes:
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    compute_bound_s: float
+    forward_flops: float
+    backward_flops: float
 
 
 @dataclass(frozen=True)
@@ -41,7 +58,9 @@ class StepTime:
     optimizer_s: float
     communication_s: float
     exposed_communication_s: float
+    offload_s: float
     step_s: float
+    ideal_step_s: float  # the same step with free communication
     bus_bandwidth_gbs: float
     compute_bound_fraction: float
 
@@ -81,14 +100,11 @@ class OpArrays:
     phase: np.ndarray  # 0 forward, 1 backward, 2 optimizer
 
 
-_ARRAYS: dict[int, tuple[Trace, OpArrays]] = {}
-
-
 def op_arrays(trace: Trace) -> OpArrays:
-    """Per-operator costs of a trace as arrays (cached: calibration evaluates them many times)."""
-    cached = _ARRAYS.get(id(trace))
-    if cached is not None and cached[0] is trace:
-        return cached[1]
+    """Per-operator costs of a trace as arrays (kept on the trace: evaluation reuses them)."""
+    cached = trace.__dict__.get("_arrays")
+    if isinstance(cached, OpArrays):
+        return cached
     phases = {"forward": 0, "backward": 1, "optimizer": 2}
     arrays = OpArrays(
         flops=np.array([op.flops for op in trace.ops], dtype=np.float64),
@@ -97,8 +113,23 @@ def op_arrays(trace: Trace) -> OpArrays:
         conv=np.array(["convolution" in op.name for op in trace.ops], dtype=bool),
         phase=np.array([phases.get(op.phase, 0) for op in trace.ops], dtype=np.int8),
     )
-    _ARRAYS[id(trace)] = (trace, arrays)
+    trace.__dict__["_arrays"] = arrays
     return arrays
+
+
+def peak_used_tflops(trace: Trace, spec: GpuSpec, precision: str) -> float:
+    """The highest dense peak any traced operator is timed against: MFU's denominator, so that
+    MFU cannot pass 100% (fp32 runs count TF32 convolutions at TF32's peak)."""
+    arrays = op_arrays(trace)
+    bf16, fp16, fp32, conv32 = _peak_vector(spec, precision)
+    used = [fp32]
+    if (arrays.dtype == 0).any():
+        used.append(bf16)
+    if (arrays.dtype == 1).any():
+        used.append(fp16)
+    if (arrays.conv & (arrays.dtype == 2)).any():
+        used.append(conv32)
+    return max(used)
 
 
 def _op_times(arrays: OpArrays, spec: GpuSpec, setup: TimeSetup) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +137,7 @@ def _op_times(arrays: OpArrays, spec: GpuSpec, setup: TimeSetup) -> tuple[np.nda
     bandwidth = (
         (spec.memory_bandwidth_gbs or 500.0)
         * 1e9
-        * setup.calibration["memory_bandwidth_efficiency"]
+        * min(1.0, setup.calibration["memory_bandwidth_efficiency"])
     )
     floor = setup.calibration["min_kernel_us"] * 1e-6
     bf16, fp16, fp32, conv32 = _peak_vector(spec, setup.precision)
@@ -115,68 +146,149 @@ def _op_times(arrays: OpArrays, spec: GpuSpec, setup: TimeSetup) -> tuple[np.nda
         bf16,
         np.where(arrays.dtype == 1, fp16, np.where(arrays.conv, conv32, fp32)),
     )
-    rate = peaks * 1e12 * setup.mamf_ratio * setup.calibration["matmul_efficiency_of_mamf"]
+    efficiency = min(1.0, setup.mamf_ratio) * min(
+        1.0, setup.calibration["matmul_efficiency_of_mamf"]
+    )
+    rate = peaks * 1e12 * efficiency
     compute = arrays.flops / rate
     memory = arrays.traffic / bandwidth
     seconds = np.maximum(np.maximum(compute, memory), floor)
     return seconds, (arrays.flops > 0) & (compute >= memory)
 
 
-def bus_bandwidth_gbs(spec: GpuSpec, setup: TimeSetup) -> float:
-    """All-reduce bus bandwidth per GPU: the slowest link the rings cross.
+def bus_bandwidth_gbs(spec: GpuSpec, setup: TimeSetup, gpus: int | None = None) -> float:
+    """Collective bus bandwidth per GPU over `gpus` GPUs: the slowest link the rings cross.
 
     Across nodes NCCL stripes its rings over every NIC of the node, so the inter-node limit is
     the node's total network bandwidth (per-GPU NIC rate × GPUs per node), not one NIC's.
     """
-    efficiency = setup.calibration["allreduce_efficiency"]
+    gpus = setup.gpus if gpus is None else gpus
+    efficiency = min(1.0, setup.calibration["allreduce_efficiency"])
     if setup.interconnect == "nvlink" and spec.nvlink_gbs:
         intra = spec.nvlink_gbs / 2  # the catalogue lists both directions together
     else:
         intra = PCIE_X16_GBS.get(spec.pcie_gen or 4, 31.5) * (spec.pcie_lanes or 16) / 16
     link = intra
-    if setup.gpus > setup.gpus_per_node:
+    if gpus > setup.gpus_per_node:
         link = min(intra, setup.network_gbps / 8 * setup.gpus_per_node)
     return link * efficiency
 
 
-def step_time(trace: Trace, spec: GpuSpec, setup: TimeSetup) -> StepTime:
+def phase_times(trace: Trace, spec: GpuSpec, setup: TimeSetup) -> PhaseTimes:
     arrays = op_arrays(trace)
     seconds, bound = _op_times(arrays, spec, setup)
-    phase_time = {
-        name: float(seconds[arrays.phase == code].sum())
-        for name, code in (("forward", 0), ("backward", 1), ("optimizer", 2))
-    }
-    total = float(seconds.sum())
-    compute_bound = float(seconds[bound].sum())
-    sharded = setup.strategy in ("zero1", "zero2", "fsdp") and setup.gpus > 1
-    optimizer = phase_time["optimizer"] / (setup.gpus if sharded else 1)
-    communication = 0.0
-    bandwidth = bus_bandwidth_gbs(spec, setup)
-    if setup.gpus > 1:
-        master, compute = PRECISION_BYTES[setup.precision]
-        n = setup.gpus
-        ring = 2 * (n - 1) / n
-        if setup.strategy == "ddp":
-            volume = ring * master * trace.trainable_count  # gradients reduced in the param dtype
-        elif setup.strategy in ("zero1", "zero2"):
-            volume = ring * compute * trace.trainable_count  # reduce-scatter + all-gather
-        else:
-            # FSDP: all-gather in forward and in backward, reduce-scatter of fp32 gradients
-            volume = (n - 1) / n * (2 * compute + master) * trace.trainable_count
-        communication = volume / (bandwidth * 1e9)
-    hidden = setup.calibration["overlap_fraction"] * (
-        phase_time["backward"] + (phase_time["forward"] if setup.strategy == "fsdp" else 0.0)
+    by_phase = [float(seconds[arrays.phase == code].sum()) for code in (0, 1, 2)]
+    return PhaseTimes(
+        forward_s=by_phase[0],
+        backward_s=by_phase[1],
+        optimizer_s=by_phase[2],
+        compute_bound_s=float(seconds[bound].sum()),
+        forward_flops=float(arrays.flops[arrays.phase == 0].sum()),
+        backward_flops=float(arrays.flops[arrays.phase == 1].sum()),
     )
-    exposed = max(0.0, communication - hidden)
-    micro = phase_time["forward"] + phase_time["backward"]
-    step = setup.grad_accum * micro + exposed + optimizer
+
+
+def _latency_s(setup: TimeSetup, collectives: float, gpus: int) -> float:
+    """Per-collective latency: NCCL's rings within a node, trees across nodes (log2 of nodes)."""
+    if gpus <= 1:
+        return 0.0
+    nodes = max(1, math.ceil(gpus / setup.gpus_per_node))
+    per = setup.calibration["collective_latency_us"] * 1e-6 * (1 + math.log2(nodes))
+    return collectives * per
+
+
+def _communication(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> tuple[float, float, float]:
+    """(seconds of collectives per step, bus bandwidth GB/s, number of collectives)."""
+    seconds, bandwidth, count = _collectives(sizes, spec, setup)
+    return seconds, bandwidth, max(1.0, count)
+
+
+def _collectives(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> tuple[float, float, float]:
+    n, gpus = sizes.trainable_count, setup.gpus
+    if gpus <= 1:
+        return 0.0, bus_bandwidth_gbs(spec, setup, 1), 1.0
+    m = sizes.trainable_bytes / n if n else 4.0
+    c = compute_bytes(setup.precision)
+    frozen = sizes.frozen_bytes
+    plan = Plan(setup.strategy, gpus, setup.gpus_per_node, setup.precision, "adamw")
+    shard = shard_count(plan)
+    layers_collectives = 3.0 * max(1.0, (n + frozen) / max(1, sizes.block_trainable + 1))
+    bandwidth = bus_bandwidth_gbs(spec, setup) * 1e9
+    if setup.strategy == "ddp":
+        volume = 2 * (gpus - 1) / gpus * m * n
+        buckets = max(1.0, m * n / 25e6)  # DDP's default 25 MB buckets
+        return volume / bandwidth + _latency_s(setup, buckets, gpus), bandwidth / 1e9, buckets
+    if setup.strategy in ("zero1", "zero2"):
+        volume = 2 * (gpus - 1) / gpus * c * n  # reduce-scatter + all-gather of parameters
+        buckets = max(1.0, c * n / (c * 5e8))
+        seconds = volume / bandwidth + _latency_s(setup, 2 * buckets, gpus)
+        return seconds, bandwidth / 1e9, 2 * buckets
+    gathers = 1 if setup.strategy == "fsdp-grad-op" else 2
+    reduce_bytes = c if setup.strategy == "zero3" else m
+    ring = (shard - 1) / shard
+    if setup.strategy == "hsdp":
+        intra = bus_bandwidth_gbs(spec, setup, shard) * 1e9
+        volume = ring * (gathers * (c * n + frozen) + reduce_bytes * n)
+        replicas = gpus // shard
+        across = 2 * (replicas - 1) / replicas * reduce_bytes * n / shard if replicas > 1 else 0.0
+        seconds = volume / intra + across / bandwidth
+        seconds += _latency_s(setup, layers_collectives, gpus)
+        return seconds, bandwidth / 1e9, layers_collectives
+    volume = ring * (gathers * (c * n + frozen) + reduce_bytes * n)
+    seconds = volume / bandwidth + _latency_s(setup, layers_collectives, gpus)
+    return seconds, bandwidth / 1e9, layers_collectives
+
+
+def _offload_s(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> float:
+    """Host optimizer step and PCIe traffic of CPU offload (not hidden: conservative)."""
+    if setup.offload == "none":
+        return 0.0
+    n = sizes.trainable_count
+    plan = Plan(setup.strategy, setup.gpus, setup.gpus_per_node, setup.precision, "adamw")
+    shard_params = n / shard_count(plan)
+    pcie = PCIE_X16_GBS.get(spec.pcie_gen or 4, 31.5) * 1e9 * 0.8
+    host = setup.calibration["host_memory_gbs_per_gpu"] * 1e9
+    moved = 4.0 * shard_params * 2  # fp32 gradients down, parameters up
+    if setup.offload == "params":
+        moved += compute_bytes(setup.precision) * (n + sizes.frozen_bytes) / shard_count(plan) * 2
+    adam = 16.0 * shard_params * 2  # read and write parameter, gradient and two moments
+    return moved / pcie + adam / host
+
+
+def step_time(phases: PhaseTimes, sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> StepTime:
+    sharded = setup.strategy != "ddp" and setup.gpus > 1
+    plan = Plan(setup.strategy, setup.gpus, setup.gpus_per_node, setup.precision, "adamw")
+    optimizer = phases.optimizer_s / (shard_count(plan) if sharded else 1)
+    if setup.offload != "none":
+        optimizer = 0.0  # the host runs the optimizer: counted in offload_s
+    communication, bandwidth, collectives = _communication(sizes, spec, setup)
+    overlapped = phases.backward_s + (
+        phases.forward_s if setup.strategy in ("zero3", "fsdp", "hsdp", "fsdp-grad-op") else 0.0
+    )
+    hidden = min(1.0, setup.calibration["overlap_fraction"]) * overlapped * setup.grad_accum
+    # the last collective starts when the compute it follows ends: it is never hidden
+    tail = communication / collectives
+    exposed = max(tail, communication * _comm_repeats(setup) - hidden) if setup.gpus > 1 else 0.0
+    offload = _offload_s(sizes, spec, setup)
+    micro = phases.forward_s + phases.backward_s
+    ideal = setup.grad_accum * micro + optimizer + offload
+    total = phases.forward_s + phases.backward_s + phases.optimizer_s
     return StepTime(
-        forward_s=phase_time["forward"],
-        backward_s=phase_time["backward"],
+        forward_s=phases.forward_s,
+        backward_s=phases.backward_s,
         optimizer_s=optimizer,
-        communication_s=communication,
+        communication_s=communication * _comm_repeats(setup),
         exposed_communication_s=exposed,
-        step_s=step,
+        offload_s=offload,
+        step_s=ideal + exposed,
+        ideal_step_s=ideal,
         bus_bandwidth_gbs=bandwidth,
-        compute_bound_fraction=compute_bound / total if total else 0.0,
+        compute_bound_fraction=phases.compute_bound_s / total if total else 0.0,
     )
+
+
+def _comm_repeats(setup: TimeSetup) -> int:
+    """Sharded parameters are gathered again for every micro-batch; DDP/ZeRO-1/2 reduce once."""
+    if setup.strategy in ("zero3", "fsdp", "hsdp", "fsdp-grad-op"):
+        return setup.grad_accum
+    return 1

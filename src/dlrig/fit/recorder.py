@@ -149,6 +149,7 @@ class Allocation:
     start: int
     end: int | None = None
     category: str = "other"
+    weight_copy: bool = False  # a cast of a parameter (autocast's weight copies)
 
 
 _STATE_INIT = {"aten.zeros_like", "aten.zeros", "aten.empty_like", "aten.full_like", "aten.empty"}
@@ -164,6 +165,8 @@ class Recorder(TorchDispatchMode):
         self.live: dict[int, Allocation] = {}
         self.allocations: list[Allocation] = []
         self.ops: list[OpCost] = []
+        self.param_keys: set[int] = set()
+        self.preexisting: set[int] = set()  # storages made before the step: never allocations
 
     @contextlib.contextmanager
     def in_phase(self, phase: str) -> Iterator[None]:
@@ -183,12 +186,18 @@ class Recorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         self.event += 1
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        cast = (
+            func is torch.ops.aten._to_copy.default
+            and source is not None
+            and source.untyped_storage()._cdata in self.param_keys
+        )
         for tensor in outputs:
             storage = tensor.untyped_storage()
             key = storage._cdata
-            if key in self.live:
-                continue
-            allocation = Allocation(storage.nbytes(), self.phase, self.event)
+            if key in self.live or key in self.preexisting:
+                continue  # a view of a tensor that already existed (parameters, inputs)
+            allocation = Allocation(storage.nbytes(), self.phase, self.event, weight_copy=cast)
             self.live[key] = allocation
             self.allocations.append(allocation)
             weakref.finalize(storage, self._free, key)
@@ -246,33 +255,81 @@ class Recorder(TorchDispatchMode):
         self.ops.append(OpCost(name, self.phase, flops, traffic, dtype))
 
 
+CURVES = ("activation", "weight_copy", "backward_temp", "gradient", "optimizer_temp")
+
+
 @dataclass
 class Trace:
-    """What one traced step produced."""
+    """What one traced step produced: sizes, live-memory curves over the step, operator costs."""
 
-    param_count: int
+    param_count: int  # logical parameters (a 4-bit weight counts once)
     trainable_count: int
-    param_bytes: int
+    trainable_bytes: int  # storage of the trainable parameters as built
+    frozen_bytes: int  # storage of frozen parameters and buffers (4-bit codes for QLoRA)
     grad_bytes: int
     state_bytes: int
-    allocations: list[Allocation]
     events: int
     ops: list[OpCost]
-    largest_block_params: int
+    block_trainable: int  # the largest repeated block (an FSDP unit)
+    block_frozen_bytes: int
+    root_trainable: int  # parameters outside the repeated blocks (FSDP's root unit)
+    root_frozen_bytes: int
+    curves: dict[str, Any] = field(default_factory=dict)  # name -> live bytes per event
     phase_spans: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def flops(self, phase: str | None = None) -> float:
         return sum(op.flops for op in self.ops if phase is None or op.phase == phase)
 
 
-def largest_block(model: torch.nn.Module) -> int:
-    """Parameters of the largest repeated block (what FSDP wraps and gathers at once)."""
-    best = 0
+def _unique_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    return list(model.parameters())  # parameters() already skips tied duplicates
+
+
+def _blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The repeated blocks: children of the longest ModuleList (what FSDP wraps one by one)."""
+    best: list[torch.nn.Module] = []
     for module in model.modules():
         if isinstance(module, torch.nn.ModuleList | torch.nn.Sequential) and len(module) > 1:
-            for child in module:
-                best = max(best, sum(p.numel() for p in child.parameters()))
-    return best or sum(p.numel() for p in model.parameters())
+            children = list(module)
+            if len(children) > len(best) or (
+                len(children) == len(best)
+                and sum(p.numel() for c in children for p in c.parameters())
+                > sum(p.numel() for c in best for p in c.parameters())
+            ):
+                best = children
+    return best
+
+
+def _bytes(params: list[torch.nn.Parameter], trainable: bool) -> int:
+    return sum(p.numel() * p.element_size() for p in params if p.requires_grad == trainable)
+
+
+def sizes(model: torch.nn.Module) -> dict[str, int]:
+    """Parameter counts and bytes, the largest block and the root outside the blocks."""
+    params = _unique_parameters(model)
+    logical = 0
+    packed: set[int] = set()
+    for module in model.modules():
+        if hasattr(module, "logical_params"):
+            logical += int(getattr(module, "logical_params"))  # noqa: B009 - set by peft.NF4Linear
+            packed.update(id(p) for p in module.parameters(recurse=False) if p.dtype == torch.uint8)
+    count = logical + sum(p.numel() for p in params if id(p) not in packed)
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    blocks = _blocks(model)
+    in_blocks = {id(p) for block in blocks for p in block.parameters()}
+    largest = max(blocks, key=lambda b: sum(p.numel() for p in b.parameters()), default=None)
+    block_params = list(largest.parameters()) if largest is not None else []
+    root = [p for p in params if id(p) not in in_blocks]
+    return {
+        "param_count": count,
+        "trainable_count": sum(p.numel() for p in params if p.requires_grad),
+        "trainable_bytes": _bytes(params, True),
+        "frozen_bytes": _bytes(params, False) + buffers,
+        "block_trainable": sum(p.numel() for p in block_params if p.requires_grad),
+        "block_frozen_bytes": _bytes(block_params, False),
+        "root_trainable": sum(p.numel() for p in root if p.requires_grad),
+        "root_frozen_bytes": _bytes(root, False),
+    }
 
 
 @contextlib.contextmanager
@@ -286,6 +343,20 @@ def fused_attention() -> Iterator[None]:
         torch.nn.functional.scaled_dot_product_attention = original
 
 
+def _curves(allocations: list[Allocation], events: int) -> dict[str, Any]:
+    import numpy as np
+
+    diff = {name: np.zeros(events + 2) for name in CURVES}
+    for allocation in allocations:
+        name = allocation.category
+        if name not in diff:
+            continue
+        end = allocation.end if allocation.end is not None else events + 1
+        diff[name][allocation.start] += allocation.nbytes
+        diff[name][min(end, events + 1)] -= allocation.nbytes
+    return {name: np.cumsum(values)[: events + 1] for name, values in diff.items()}
+
+
 def trace_step(
     mode: FakeTensorMode,
     model: torch.nn.Module,
@@ -294,17 +365,30 @@ def trace_step(
     make_optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer | None],
     autocast_dtype: torch.dtype | None,
     call: Callable[[torch.nn.Module, dict[str, Any]], Any] = lambda model, inputs: model(**inputs),
+    backward: bool = True,
 ) -> Trace:
-    """Run forward, backward and one optimizer step on fake tensors and record everything."""
+    """Run forward, backward and one optimizer step on fake tensors and record everything.
+
+    With `backward=False` (inference) only a no-grad forward runs.
+    """
     recorder = Recorder()
     params = [p for p in model.parameters() if p.requires_grad]
+    recorder.param_keys = {p.untyped_storage()._cdata for p in model.parameters()}
     spans: dict[str, tuple[int, int]] = {}
+    optimizer = None
     with mode, fused_attention():
         inputs = make_inputs()
-        optimizer = make_optimizer(params)
+        if backward:
+            optimizer = make_optimizer(params)
+        recorder.preexisting = recorder.param_keys | {
+            t.untyped_storage()._cdata
+            for t in (*model.buffers(), *tree_flatten(inputs)[0])
+            if isinstance(t, torch.Tensor)
+        }
         with recorder:
             start = recorder.event
-            with recorder.in_phase("forward"):
+            grad_mode = contextlib.nullcontext() if backward else torch.no_grad()
+            with recorder.in_phase("forward"), grad_mode:
                 autocast = (
                     torch.autocast("cpu", dtype=autocast_dtype)
                     if autocast_dtype is not None
@@ -312,16 +396,18 @@ def trace_step(
                 )
                 with autocast:
                     output = call(model, inputs)
-                loss = loss_of(output)
+                loss = loss_of(output) if backward else None
             spans["forward"] = (start, recorder.event)
             start = recorder.event
-            with recorder.in_phase("backward"):
-                loss.backward()
+            if backward:
+                with recorder.in_phase("backward"):
+                    assert loss is not None
+                    loss.backward()
             spans["backward"] = (start, recorder.event)
             del output, loss
             start = recorder.event
-            with recorder.in_phase("optimizer"):
-                if optimizer is not None:
+            if optimizer is not None:
+                with recorder.in_phase("optimizer"):
                     optimizer.step()
             spans["optimizer"] = (start, recorder.event)
         grad_keys = {p.grad.untyped_storage()._cdata for p in params if p.grad is not None}
@@ -344,20 +430,18 @@ def trace_step(
         elif key is not None and key in state_keys:
             allocation.category = "optimizer_state"
         elif allocation.phase == "forward":
-            allocation.category = "activation"
+            allocation.category = "weight_copy" if allocation.weight_copy else "activation"
         elif allocation.phase == "backward":
             allocation.category = "backward_temp"
         elif allocation.phase == "optimizer":
             allocation.category = "optimizer_temp"
+    measured = sizes(model)
     return Trace(
-        param_count=sum(p.numel() for p in model.parameters()),
-        trainable_count=sum(p.numel() for p in params),
-        param_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
         grad_bytes=grad_bytes,
         state_bytes=state_bytes,
-        allocations=recorder.allocations,
         events=recorder.event,
         ops=recorder.ops,
-        largest_block_params=largest_block(model),
+        curves=_curves(recorder.allocations, recorder.event),
         phase_spans=spans,
+        **measured,
     )

@@ -1,0 +1,218 @@
+"""Every install command diagnose prints comes from here, and here only from the resolver.
+
+A fix that names a torch wheel, a wheel index or a driver must name ones that exist together
+(`dlrig.knowledge.resolver`, built from the knowledge tables). This module turns what the log
+and the machine snapshot say (the driver's CUDA level, the GPU's compute capability, the torch
+that is installed) into a resolver request and the answer into fix text.
+"""
+
+from __future__ import annotations
+
+from dlrig.knowledge.resolver import Request, Resolution, resolve
+from dlrig.knowledge.versions import local_variant
+from dlrig.machine.model import Machine
+
+
+def _capabilities(machine: Machine | None, capability: str | None = None) -> tuple[str, ...]:
+    if capability:
+        return (capability,)
+    if machine is None:
+        return ()
+    found: list[str] = []
+    for gpu in machine.gpus or ():
+        value = gpu.compute_capability
+        if value is None:
+            from dlrig.knowledge import gpus as gpu_knowledge
+
+            value = gpu_knowledge.compute_capability(gpu.name)[0]
+        if value and value not in found:
+            found.append(value)
+    return tuple(found)
+
+
+def _driver(machine: Machine | None) -> str | None:
+    return machine.driver.version if machine and machine.driver else None
+
+
+def _torch(machine: Machine | None) -> tuple[str | None, str | None]:
+    """(installed torch version, its CUDA variant) from the snapshot."""
+    torch = machine.frameworks.torch if machine and machine.frameworks else None
+    if torch is None:
+        return None, None
+    variant = local_variant(torch.version)
+    if variant is None and torch.cuda_version:
+        variant = "cu" + torch.cuda_version.replace(".", "")[:3]
+    return torch.version, variant
+
+
+def request(
+    machine: Machine | None,
+    *,
+    driver_cuda: str | None = None,
+    capability: str | None = None,
+    torch_version: str | None = None,
+    torch_exact: bool = False,
+    cuda_variant: str | None = None,
+) -> Request:
+    """A resolver request from the log's own facts, completed with the machine's."""
+    installed, _ = _torch(machine)
+    return Request(
+        compute_capabilities=_capabilities(machine, capability),
+        driver_version=_driver(machine),
+        driver_cuda=None if _driver(machine) else driver_cuda,
+        torch_version=torch_version or installed,
+        torch_exact=torch_exact,
+        cuda_variant=cuda_variant,
+    )
+
+
+def answer(req: Request) -> Resolution:
+    return resolve(req)
+
+
+def for_driver(machine: Machine | None, driver_cuda: str | None) -> dict[str, str]:
+    """driver_too_old: the driver the installed build needs, and the build this driver runs."""
+    out: dict[str, str] = {}
+    installed, variant = _torch(machine)
+    driver = _driver(machine)
+    if installed and variant and variant != "cpu":
+        needed = resolve(
+            Request(
+                compute_capabilities=_capabilities(machine),
+                driver_version=driver,
+                driver_cuda=None if driver else driver_cuda,
+                torch_version=installed,
+                torch_exact=True,
+                cuda_variant=variant,
+            )
+        )
+        if needed.driver_upgrade is not None:
+            shown = f" (installed: {driver})" if driver else ""
+            out["driver_advice"] = (
+                f"torch {installed} is built for {variant}: {needed.driver_upgrade.text()}{shown}"
+            )
+    if driver or driver_cuda:
+        runs = resolve(
+            Request(
+                compute_capabilities=_capabilities(machine),
+                driver_version=driver,
+                driver_cuda=None if driver else driver_cuda,
+                torch_version=installed,
+            )
+        )
+        if runs.install is not None and runs.driver_upgrade is None:
+            level = f"driver {driver}" if driver else f"a driver for CUDA {driver_cuda}"
+            out["driver_variant_advice"] = (
+                f"Or keep the driver and install a build that runs on {level}: "
+                f"{runs.install.pip_command(force_reinstall=True)}"
+            )
+            if "driver_advice" not in out:
+                out["driver_advice"] = _upgrade_text(machine, driver, driver_cuda)
+        elif runs.driver_upgrade is not None:
+            out.setdefault("driver_advice", runs.driver_upgrade.text())
+    if "driver_advice" not in out:
+        out["driver_advice"] = _upgrade_text(machine, driver, driver_cuda)
+    return out
+
+
+def _upgrade_text(machine: Machine | None, driver: str | None, driver_cuda: str | None) -> str:
+    """The driver upgrade for the newest build this GPU runs (what `keep_driver=False` picks)."""
+    newest = resolve(
+        Request(
+            compute_capabilities=_capabilities(machine),
+            driver_version=driver,
+            driver_cuda=None if driver else driver_cuda,
+            keep_driver=False,
+        )
+    )
+    level = f"supports CUDA {driver_cuda} only" if driver_cuda else "is older than the CUDA runtime"
+    if newest.driver_upgrade is not None:
+        return f"The driver {level}. {newest.driver_upgrade.text()}"
+    return (
+        f"The driver {level}: upgrade it to the minimum of the CUDA the framework was built with "
+        "(pass --machine snapshot.json for the exact version)."
+    )
+
+
+def for_arch(machine: Machine | None, capability: str) -> str:
+    """no_kernel_image: a build whose wheels carry kernels for this compute capability."""
+    installed, _ = _torch(machine)
+    found = resolve(
+        Request(
+            compute_capabilities=(capability,),
+            driver_version=_driver(machine),
+            torch_version=installed,
+        )
+    )
+    if found.install is None:
+        why = "; ".join(found.problems) or "no published wheel carries it"
+        return (
+            f"No published PyTorch wheel fits compute capability {capability} here ({why}): build "
+            f'from source with TORCH_CUDA_ARCH_LIST="{capability}".'
+        )
+    return f"Install a build with kernels for compute capability {capability}: " + found.fix_text()
+
+
+def for_companions(machine: Machine | None, torch_cuda: str | None) -> str:
+    """version_mismatch_torch_torchvision: the companions of the installed torch, one index."""
+    installed, variant = _torch(machine)
+    if installed:
+        found = resolve(
+            Request(
+                compute_capabilities=_capabilities(machine),
+                torch_version=installed,
+                torch_exact=True,
+                cuda_variant=variant,
+            )
+        )
+        if found.install is not None:
+            return (
+                f"Reinstall the companions built for torch {installed}: "
+                f"{found.install.pip_command(force_reinstall=True)}"
+            )
+    if torch_cuda:
+        variant = "cu" + torch_cuda.replace(".", "")
+        found = resolve(Request(cuda_variant=variant))
+        if found.install is not None:
+            return (
+                f"torch is built for CUDA {torch_cuda}: keep your torch release and install the "
+                "torchvision of that release from the same index, or install the set together: "
+                f"{found.install.pip_command(force_reinstall=True)}"
+            )
+    return (
+        "Install torch, torchvision and torchaudio together, from one index and for one release: "
+        "pip show torch torchvision torchaudio shows what you have; rerun with --machine "
+        "snapshot.json (dlrig doctor --save snapshot.json) for the exact command."
+    )
+
+
+def for_cpu_only(machine: Machine | None) -> str:
+    """cpu_only_torch: a CUDA build the machine's driver runs."""
+    installed, _ = _torch(machine)
+    driver = _driver(machine)
+    if driver:
+        found = resolve(
+            Request(
+                compute_capabilities=_capabilities(machine),
+                driver_version=driver,
+                torch_version=installed,
+            )
+        )
+        if found.install is not None and found.install.cuda_variant != "cpu":
+            return (
+                "Replace the CPU-only build with a CUDA build this driver runs: pip uninstall -y "
+                f"torch torchvision torchaudio && {found.install.pip_command()}"
+            )
+    # No driver known: name the build for the oldest CUDA 12 driver level (what minor-version
+    # compatibility lets run on any CUDA 12 driver) and say how to get the exact one.
+    example = resolve(Request(driver_cuda="12.0", torch_version=installed))
+    command = example.install.pip_command() if example.install else None
+    text = (
+        "Replace the CPU-only build with a CUDA build: check the driver's CUDA level with "
+        "nvidia-smi ('CUDA Version')"
+    )
+    if command and example.install and example.install.cuda_variant != "cpu":
+        text += (
+            f"; for a CUDA 12 driver: pip uninstall -y torch torchvision torchaudio && {command}"
+        )
+    return text + " (rerun with --machine snapshot.json for the command that fits this machine)."

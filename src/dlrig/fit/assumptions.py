@@ -1,0 +1,115 @@
+"""The assumptions every estimate lists, in words, from the facts it used."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dlrig.units import human_bytes
+
+if TYPE_CHECKING:
+    from dlrig.fit.memory import MemoryEstimate
+    from dlrig.fit.pipeline import Context
+    from dlrig.fit.timing import StepTime
+    from dlrig.fit.tracing import TracedWorkload
+
+_PRECISION = {
+    "fp32": "fp32 everywhere (convolutions use TF32 as cuDNN does by default on Ampere+)",
+    "tf32": "fp32 storage, TF32 tensor-core matmuls and convolutions",
+    "amp-fp16": "fp32 weights and optimizer, fp16 autocast compute (GradScaler overhead ignored)",
+    "amp-bf16": "fp32 weights and optimizer, bf16 autocast compute",
+    "bf16": "bf16 weights, gradients and optimizer state",
+}
+
+_STRATEGY = {
+    "ddp": "DDP: every GPU holds everything; gradient buckets (gradient_as_bucket_view=False) add one gradient copy",
+    "zero1": "ZeRO-1 (DeepSpeed): compute-dtype module, fp32 master + optimizer state partitioned, 5e8-element buckets",
+    "zero2": "ZeRO-2 (DeepSpeed): as ZeRO-1 and gradients partitioned",
+    "zero3": "ZeRO-3 (DeepSpeed): parameters partitioned too, gathered one layer at a time",
+    "fsdp": "FSDP full shard (FSDP2, MixedPrecisionPolicy param bf16/reduce fp32): one unit per repeated layer plus a root unit",
+    "hsdp": "FSDP hybrid shard: sharded within a node, replicated across nodes",
+    "fsdp-grad-op": "FSDP SHARD_GRAD_OP: parameters stay gathered from forward to backward",
+}
+
+
+def assumptions(
+    traced: TracedWorkload, ctx: Context, timing: StepTime, memory: MemoryEstimate
+) -> list[str]:
+    from dlrig.fit.pipeline import calibration, time_setup
+
+    table = calibration()
+    fitted = table["fitted"]
+    o = ctx.options
+    out = [
+        f"GPU: {ctx.spec.id} ({ctx.gpu_origin}), {human_bytes(ctx.memory_bytes)} usable; "
+        f"dense peaks from the GPU catalogue ({ctx.spec.source.split(';')[0][:80]})",
+        f"precision {ctx.precision} ({ctx.precision_why}): {_PRECISION[ctx.precision]}",
+        "memory traced on fake tensors for one steady-state step (optimizer state already "
+        "allocated); attention uses fused-kernel memory (flash / memory-efficient: no S×S scores kept)",
+        f"CUDA context {human_bytes(table['sizes']['cuda_context_bytes'])} and cuBLAS workspace "
+        f"{human_bytes(table['sizes']['cublas_workspace_bytes'])} added; allocator reserve "
+        f"{fitted['allocator_reserve_factor']:.2f}× the dynamic allocations (fragmentation)",
+    ]
+    if traced.depths:
+        out.append(
+            f"traced {traced.depths[0]} and {traced.depths[1]} of {traced.layers} identical layers; "
+            "sizes, memory peaks and time extrapolated to the full depth (affine in the layer count)"
+        )
+    if o.optimizer == "adamw-8bit":
+        out.append(
+            "optimizer adamw-8bit (bitsandbytes): two 8-bit states + block scales, sized analytically"
+        )
+    elif o.optimizer == "adafactor":
+        out.append("optimizer adafactor (transformers): factored state traced")
+    else:
+        out.append(f"optimizer {o.optimizer} with foreach kernels (PyTorch's CUDA default)")
+    if o.lora or o.qlora:
+        rank = o.lora or o.qlora or 0
+        out.append(
+            f"{'QLoRA' if o.qlora else 'LoRA'} rank {rank} via peft (alpha {o.lora_alpha or 2 * rank:g}, "
+            f"targets {o.lora_targets or 'peft default for the model'}): base frozen in the compute dtype, "
+            "adapters fp32; frozen weights have no gradients or optimizer state"
+        )
+    if o.qlora:
+        out.append(
+            "QLoRA base: NF4 4-bit codes + double-quantised absmax (bitsandbytes Linear4bit; the "
+            "output head stays 16-bit); each matmul dequantises a transient compute-dtype copy"
+        )
+    out.append(
+        f"time: per-operator roofline, matmuls at {fitted['matmul_efficiency_of_mamf']:.2f}× the "
+        f"measured matmul ceiling ({time_setup(ctx).mamf_ratio:.2f}× dense peak), memory-bound "
+        f"kernels at {fitted['memory_bandwidth_efficiency']:.2f}× bandwidth, ≥ {fitted['min_kernel_us']:g} µs "
+        "per kernel (calibrated on measured_training.csv)"
+    )
+    out.append(
+        "eager PyTorch: no torch.compile fusion, no CUDA graphs; data loading keeps up with the GPU"
+    )
+    if o.gpus > 1:
+        setup = time_setup(ctx)
+        out.append(
+            f"{o.gpus} GPUs, {_STRATEGY[o.strategy]}; {setup.interconnect} at "
+            f"{timing.bus_bandwidth_gbs:.0f} GB/s collective bus bandwidth"
+            + (
+                f", {setup.network_gbps:g} Gb/s per GPU between nodes"
+                if o.gpus > o.gpus_per_node
+                else ""
+            )
+            + f"; communication overlaps {fitted['overlap_fraction']:.0%} of the compute it can hide under, "
+            f"{fitted['collective_latency_us']:g} µs per collective (× (1 + log2 nodes) across nodes)"
+        )
+    if o.offload != "none":
+        out.append(
+            f"CPU offload of {'optimizer state' if o.offload == 'optimizer' else 'parameters, gradients and optimizer state'}: "
+            f"{human_bytes(memory.host_bytes_per_gpu)} of host RAM per GPU; the host Adam step runs at "
+            f"{fitted['host_memory_gbs_per_gpu']:g} GB/s per GPU, transfers over PCIe"
+        )
+    if o.grad_checkpointing != "none":
+        out.append(
+            f"gradient checkpointing: {o.grad_checkpointing} (transformers' gradient_checkpointing_enable, non-reentrant"
+            + (
+                ", torchtitan's op-level policy: keep every other matmul and attention outputs"
+                if o.grad_checkpointing == "selective"
+                else ""
+            )
+            + ")"
+        )
+    return out

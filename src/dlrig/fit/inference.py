@@ -1,0 +1,228 @@
+"""`--inference`: serving memory, tensor-parallel degree, prefill and decode tokens/s.
+
+Memory per GPU: weights in the serving format split over the tensor-parallel group, the KV cache
+for batch × context (grouped-query aware: 2 × layers × KV heads × head_dim per token, split over
+the group, replicated where there are fewer KV heads than GPUs), one layer's activations for the
+prefill chunk plus the last-token logits, the CUDA context, and the headroom vLLM keeps
+(gpu_memory_utilization 0.9). Time is a roofline: prefill is bound by FLOPs, decode by reading
+the weights and the KV cache once per step; tensor parallelism adds two all-reduces per layer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from dlrig.errors import InputError
+from dlrig.fit.result import FitResult
+
+if TYPE_CHECKING:
+    from dlrig.fit.pipeline import Context
+
+# bytes per weight: int8/int4 are weight-only (per-channel / group-128 fp16 scale and zero)
+WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0 + 2 / 4096, "int4": 0.5 + 4 / 128}
+TP_DEGREES = (1, 2, 4, 8)
+PREFILL_CHUNK_TOKENS = 8192  # vLLM's chunked prefill budget per step (max_num_batched_tokens)
+MEMORY_UTILISATION = 0.9  # vLLM gpu_memory_utilization default
+
+
+def kv_cache_bytes(
+    layers: int, kv_heads: int, head_dim: int, batch: int, context: int, element: float
+) -> float:
+    return 2.0 * layers * kv_heads * head_dim * element * batch * context
+
+
+def _geometry(config: Any) -> dict[str, int]:
+    text = getattr(config, "text_config", None) or config
+    heads = int(text.num_attention_heads)
+    hidden = int(text.hidden_size)
+    return {
+        "layers": int(text.num_hidden_layers),
+        "heads": heads,
+        "kv_heads": int(getattr(text, "num_key_value_heads", None) or heads),
+        "head_dim": int(getattr(text, "head_dim", None) or hidden // heads),
+        "hidden": hidden,
+        "inter": int(getattr(text, "intermediate_size", None) or 4 * hidden),
+        "vocab": int(text.vocab_size),
+    }
+
+
+def _count(workload: Any) -> int:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from dlrig.fit.build import skip_weight_init
+
+    with FakeTensorMode(allow_non_fake_inputs=True), skip_weight_init():
+        model = workload.build(None)
+    return sum(p.numel() for p in model.parameters())
+
+
+def plan_serving(
+    params: int,
+    geometry: dict[str, int],
+    ctx: Context,
+    weights: str,
+    batch: int,
+    context: int,
+    prompt: int,
+) -> dict[str, Any]:
+    from dlrig.fit.pipeline import calibration, fitted
+
+    spec, g = ctx.spec, geometry
+    table = calibration()
+    cal = fitted()
+    weight_total = params * WEIGHT_BYTES[weights]
+    kv_element = 1.0 if weights == "fp8" else 2.0
+    kv_total = kv_cache_bytes(g["layers"], g["kv_heads"], g["head_dim"], batch, context, kv_element)
+    chunk = min(batch * prompt, PREFILL_CHUNK_TOKENS)
+    activations = chunk * (4 * g["hidden"] + 3 * g["inter"]) * 2.0 + batch * g["vocab"] * 4.0
+    fixed = float(table["sizes"]["cuda_context_bytes"])
+    room = ctx.memory_bytes * MEMORY_UTILISATION
+    choice = None
+    for tp in TP_DEGREES:
+        if g["heads"] % tp:
+            continue
+        kv_share = kv_total / min(tp, g["kv_heads"]) if g["kv_heads"] >= 1 else kv_total
+        per_gpu = weight_total / tp + kv_share + activations + fixed
+        choice = (tp, 1, per_gpu, kv_share)
+        if per_gpu <= room:
+            break
+    assert choice is not None
+    tp, stages, per_gpu, kv_share = choice
+    if per_gpu > room:  # pipeline stages of TP-8 groups split the layers
+        stages = math.ceil((weight_total / tp + kv_share) / max(1.0, room - activations - fixed))
+        per_gpu = (weight_total / tp + kv_share) / stages + activations + fixed
+    shards = tp * stages
+    bandwidth = (
+        (spec.memory_bandwidth_gbs or 500.0) * 1e9 * min(1.0, cal["decode_bandwidth_efficiency"])
+    )
+    peak = (
+        spec.peak_tflops({"fp8": "fp8"}.get(weights, "bf16"))
+        or spec.fp16_tflops
+        or spec.fp32_tflops
+        or 1.0
+    )
+    compute = peak * 1e12 * min(1.0, cal["prefill_compute_efficiency"])
+    attention_flops = (
+        2.0 * 2 * g["layers"] * g["heads"] * g["head_dim"]
+    )  # QKᵀ and PV per token pair
+    # prefill: every prompt token through the weights, causal attention over the prompt
+    prefill_flops = 2.0 * params * batch * prompt + attention_flops * batch * prompt * prompt / 2
+    prefill_s = max(prefill_flops / (compute * shards), weight_total / shards / bandwidth)
+    # decode: one token per sequence per step, reading the weights and the whole KV cache
+    mean_context = (prompt + context) / 2
+    kv_read = kv_cache_bytes(
+        g["layers"], g["kv_heads"], g["head_dim"], batch, int(mean_context), kv_element
+    )
+    decode_bytes = weight_total / shards + kv_read / min(shards, g["kv_heads"] * stages)
+    decode_flops = (2.0 * params * batch + attention_flops * batch * mean_context) / shards
+    comm = 0.0
+    if tp > 1 and spec.nvlink_gbs:
+        link = spec.nvlink_gbs / 2 * 1e9 * min(1.0, cal["allreduce_efficiency"])
+        per_reduce = 2 * (tp - 1) / tp * batch * g["hidden"] * 2.0 / link
+        comm = 2 * g["layers"] / stages * (per_reduce + cal["collective_latency_us"] * 1e-6)
+    elif tp > 1:
+        comm = 2 * g["layers"] / stages * (cal["collective_latency_us"] * 4e-6)
+    step = (
+        max(decode_bytes / bandwidth, decode_flops / compute)
+        + comm
+        + cal["decode_step_overhead_us"] * 1e-6
+    )
+    step *= stages  # a token passes every stage in turn
+    return {
+        "weights": weights,
+        "batch_size": batch,
+        "context": context,
+        "prompt_tokens": prompt,
+        "tensor_parallel": tp,
+        "pipeline_stages": stages,
+        "gpus": shards,
+        "weights_bytes": int(weight_total),
+        "kv_cache_bytes": int(kv_total),
+        "kv_cache_bytes_per_token": int(kv_total / max(1, batch * context)),
+        "activation_bytes": int(activations),
+        "memory_per_gpu_bytes": int(per_gpu),
+        "memory_budget_bytes": int(room),
+        "prefill_tokens_per_s": batch * prompt / prefill_s,
+        "decode_tokens_per_s": batch / step,
+        "decode_tokens_per_s_per_sequence": 1.0 / step,
+        "time_per_output_token_s": step,
+        "time_to_first_token_s": prefill_s,
+    }
+
+
+def estimate(options: Any, machine: Any) -> FitResult:
+    from dlrig.fit import hardware
+    from dlrig.fit.pipeline import Context
+    from dlrig.fit.workload import make_workload
+    from dlrig.units import human_bytes
+
+    workload = make_workload(options)
+    if workload.task != "causal_lm":
+        raise InputError(
+            f"--inference estimates text generation; {workload.name} is a {workload.task.replace('_', ' ')} model",
+            fix="use a causal language model (Llama, Mistral, Qwen, Gemma, Phi, GPT-2, ...)",
+        )
+    target = hardware.target(options.gpu, machine)
+    weights, why = hardware.resolve_weights(options.weights, target.spec)
+    ctx = Context(options, target.spec, target.memory_bytes, target.origin, "bf16", why)
+    geometry = _geometry(workload.config)
+    params = _count(workload)
+    batch = options.batch_size or 1
+    context = options.context or workload.seq_len or 4096
+    prompt = min(options.seq_len or context // 2, context) if options.context else context // 2
+    served = plan_serving(params, geometry, ctx, weights, batch, context, prompt)
+    per_gpu = served["memory_per_gpu_bytes"]
+    fits = served["gpus"] == 1 and per_gpu <= served["memory_budget_bytes"]
+    breakdown = {
+        "weights": int(served["weights_bytes"] / served["gpus"]),
+        "kv_cache": int(served["kv_cache_bytes"] / min(served["gpus"], geometry["kv_heads"])),
+        "activations": served["activation_bytes"],
+        "cuda_context": int(
+            per_gpu
+            - served["weights_bytes"] / served["gpus"]
+            - served["kv_cache_bytes"] / min(served["gpus"], geometry["kv_heads"])
+            - served["activation_bytes"]
+        ),
+    }
+    assumptions = (
+        f"GPU: {target.spec.id} ({target.origin}); weights {weights} ({why})",
+        f"KV cache: 2 × {geometry['layers']} layers × {geometry['kv_heads']} KV heads × {geometry['head_dim']} × "
+        f"{'1 byte (fp8 cache)' if weights == 'fp8' else '2 bytes'} per token = "
+        f"{human_bytes(served['kv_cache_bytes_per_token'])}/token, for {batch} × {context} tokens",
+        f"activations per step: one layer's working set for a prefill chunk of ≤ {PREFILL_CHUNK_TOKENS} tokens plus last-token logits",
+        f"fits when ≤ {MEMORY_UTILISATION:.0%} of GPU memory (vLLM's gpu_memory_utilization); tensor-parallel degree "
+        "is the smallest of 1, 2, 4, 8 dividing the attention heads that fits, then pipeline stages",
+        "time: roofline; prefill bound by FLOPs, decode by reading weights + KV cache once per step, "
+        "efficiencies in fit_calibration.toml [fitted] (decode_*, prefill_*)",
+    )
+    return FitResult(
+        model=workload.name,
+        method="inference",
+        gpu=target.spec.id,
+        gpu_memory_bytes=target.memory_bytes,
+        params=params,
+        trainable_params=0,
+        batch_size=batch,
+        seq_len=context,
+        image_size=None,
+        memory_peak_bytes=per_gpu,
+        memory_reserved_bytes=None,
+        memory_breakdown=breakdown,
+        peak_phase="decode",
+        fits=fits,
+        margin_bytes=int(served["memory_budget_bytes"] - per_gpu),
+        max_batch_size=None,
+        global_batch=None,
+        flops_per_step=None,
+        step_time_s=served["time_per_output_token_s"],
+        samples_per_s=None,
+        tokens_per_s=served["decode_tokens_per_s"],
+        time_to_train_s=None,
+        mfu=None,
+        scaling_efficiency=None,
+        timing={"time_to_first_token_s": served["time_to_first_token_s"]},
+        setup={"batch_size": batch, "context": context, "weights": weights, "gpu": target.spec.id},
+        assumptions=assumptions,
+        inference=served,
+    )

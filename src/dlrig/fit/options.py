@@ -1,0 +1,210 @@
+"""What the user asked for, checked before anything is built.
+
+`Options` holds every question `dlrig fit` answers. The *workload* fields (model, batch, sequence,
+precision, optimizer, checkpointing, PEFT) decide the trace; the *cluster* fields (GPU, count,
+strategy, network) only decide how the trace is evaluated, so `fit.evaluate` can reuse one trace
+for many GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from dlrig.errors import InputError
+
+PRECISIONS = ("auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16")
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "adafactor", "adamw-8bit")
+STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp", "fsdp-grad-op")
+CHECKPOINTING = ("none", "full", "selective")
+OFFLOAD = ("none", "optimizer", "params")
+WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4")
+
+# Fields that change the trace; everything else is evaluation.
+WORKLOAD_FIELDS = (
+    "model",
+    "config",
+    "batch_size",
+    "seq_len",
+    "image_size",
+    "precision",
+    "optimizer",
+    "grad_checkpointing",
+    "lora",
+    "qlora",
+    "lora_alpha",
+    "lora_targets",
+    "input_spec",
+    "inference",
+    "weights",
+    "context",
+)
+
+# Beyond these a number is a typo, not a plan (and would overflow the time model's floats).
+LIMITS = {
+    "batch_size": (1, 1_000_000),
+    "seq_len": (1, 10_000_000),
+    "image_size": (8, 16_384),
+    "grad_accum": (1, 100_000),
+    "gpus": (1, 1_000_000),
+    "gpus_per_node": (1, 256),
+    "global_batch": (1, 1_000_000_000),
+    "dataset_size": (1, 10**13),
+    "lora": (1, 65_536),
+    "qlora": (1, 65_536),
+    "context": (1, 10_000_000),
+    "prefetch": (0, 16),
+}
+FLOAT_LIMITS = {
+    "epochs": (1e-6, 1e6),
+    "tokens": (1.0, 1e16),
+    "network_gbps": (0.1, 1e6),
+    "lora_alpha": (1e-6, 1e6),
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    model: str
+    batch_size: int | None = None
+    seq_len: int | None = None
+    image_size: int | None = None
+    precision: str = "auto"
+    optimizer: str = "adamw"
+    grad_checkpointing: str = "none"
+    grad_accum: int = 1
+    gpus: int = 1
+    strategy: str = "ddp"
+    gpu: str | None = None
+    interconnect: str | None = None
+    gpus_per_node: int = 8
+    network_gbps: float | None = None
+    dataset_size: int | None = None
+    epochs: float = 1.0
+    tokens: float | None = None
+    global_batch: int | None = None
+    input_spec: str | None = None
+    search_max_batch: bool = True
+    config: str | None = None  # a config.json or a model folder
+    lora: int | None = None  # LoRA rank
+    qlora: int | None = None  # QLoRA rank (4-bit NF4 base)
+    lora_alpha: float | None = None
+    lora_targets: str | None = None  # comma list or "all-linear"; default: peft's for the model
+    offload: str = "none"
+    prefetch: int = 1  # FSDP/ZeRO-3 units gathered ahead of the one computing
+    inference: bool = False
+    weights: str | None = None  # inference weight format
+    context: int | None = None  # inference: tokens per sequence (prompt + generated)
+    analytic: bool = False
+    advise: bool = True
+
+    def workload_key(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in WORKLOAD_FIELDS)
+
+
+def _choice(value: str, allowed: tuple[str, ...], flag: str) -> None:
+    if value not in allowed:
+        raise InputError(
+            f"{flag} {value!r} is not one of {', '.join(allowed)}",
+            fix=f"use {flag} {allowed[0]} (or another listed value)",
+        )
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check(options: Options) -> None:
+    """Reject what cannot be meant: one message naming the flag, what is wrong and the fix."""
+    _choice(options.precision, PRECISIONS, "--precision")
+    _choice(options.optimizer, OPTIMIZERS, "--optimizer")
+    _choice(options.strategy, STRATEGIES, "--strategy")
+    _choice(options.grad_checkpointing, CHECKPOINTING, "--grad-checkpointing")
+    _choice(options.offload, OFFLOAD, "--offload")
+    if options.weights is not None:
+        _choice(options.weights, WEIGHT_FORMATS, "--weights")
+    for name, (low, high) in LIMITS.items():
+        value = getattr(options, name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise InputError(
+                f"{_flag(name)} {value!r} is out of range: it must be a whole number from {low:,} to {high:,}",
+                fix=f"pass a {_flag(name)} in that range",
+            )
+    for name, (flow, fhigh) in FLOAT_LIMITS.items():
+        number = getattr(options, name)
+        if number is None:
+            continue
+        if not math.isfinite(number) or not flow <= number <= fhigh:
+            raise InputError(
+                f"{_flag(name)} {number!r} is out of range: it must be above 0 and at most {fhigh:g}",
+                fix=f"pass a positive {_flag(name)}",
+            )
+    if options.interconnect not in (None, "nvlink", "pcie"):
+        raise InputError(
+            f"--interconnect {options.interconnect!r} is not nvlink or pcie",
+            fix="use nvlink or pcie",
+        )
+    _check_combinations(options)
+
+
+def _check_combinations(options: Options) -> None:
+    if options.lora is not None and options.qlora is not None:
+        raise InputError(
+            "--lora and --qlora both given: QLoRA already is LoRA on a 4-bit base",
+            fix="keep one: --lora RANK (16-bit base) or --qlora RANK (4-bit NF4 base)",
+        )
+    peft = options.lora or options.qlora
+    if not peft and (options.lora_alpha is not None or options.lora_targets is not None):
+        raise InputError(
+            "--lora-alpha/--lora-targets apply only to LoRA",
+            fix="add --lora RANK or --qlora RANK, or drop them",
+        )
+    if options.inference:
+        training_only = {
+            "optimizer": "adamw",
+            "grad_checkpointing": "none",
+            "grad_accum": 1,
+            "strategy": "ddp",
+            "global_batch": None,
+            "dataset_size": None,
+            "tokens": None,
+            "lora": None,
+            "qlora": None,
+            "offload": "none",
+        }
+        for name, default in training_only.items():
+            if getattr(options, name) != default:
+                raise InputError(
+                    f"{_flag(name)} applies to training, not to --inference",
+                    fix=f"drop {_flag(name)}, or drop --inference",
+                )
+    else:
+        for name in ("weights", "context"):
+            if getattr(options, name) is not None:
+                raise InputError(
+                    f"{_flag(name)} applies only to --inference",
+                    fix=f"add --inference, or drop {_flag(name)}",
+                )
+    if options.global_batch is not None and options.global_batch < options.gpus:
+        raise InputError(
+            f"--global-batch {options.global_batch} is smaller than --gpus {options.gpus}: every GPU needs at least one sample",
+            fix=f"use --global-batch {options.gpus} or more, or fewer --gpus",
+        )
+    if options.offload != "none" and options.strategy not in ("zero2", "zero3", "fsdp", "hsdp"):
+        raise InputError(
+            f"--offload {options.offload} needs a sharded strategy (ZeRO-Offload / FSDP CPUOffload)",
+            fix="add --strategy zero3 or --strategy fsdp",
+        )
+    if options.offload == "params" and options.strategy not in ("zero3", "fsdp", "hsdp"):
+        raise InputError(
+            "--offload params needs parameters sharded: ZeRO-3 or FSDP",
+            fix="use --strategy zero3 or --strategy fsdp, or --offload optimizer",
+        )
+
+
+def replace_options(options: Options, **changes: object) -> Options:
+    values = {f.name: getattr(options, f.name) for f in fields(options)}
+    values.update(changes)
+    return Options(**values)

@@ -1,0 +1,231 @@
+"""The pipeline: options -> workload -> trace -> memory -> time -> result.
+
+`trace` (fit/tracing.py) is the only expensive stage and depends only on the workload;
+`evaluate` turns one trace into the answer for a GPU, a GPU count and a strategy with numpy
+alone, so a planner can sweep the catalogue with one trace per model.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from dlrig.errors import InputError
+from dlrig.fit import hardware
+from dlrig.fit.memory import MemoryEstimate, combine, extrapolate
+from dlrig.fit.options import WORKLOAD_FIELDS, Options, check, replace_options
+from dlrig.fit.result import FitResult
+from dlrig.fit.sharding import Plan, held
+from dlrig.fit.timing import PhaseTimes, StepTime, TimeSetup, phase_times, step_time
+from dlrig.fit.tracing import TracedWorkload
+from dlrig.knowledge.gpus import GpuSpec
+
+SAME_TRACE_OPTIMIZERS = ("adam", "adamw", "adamw-8bit")  # one traced AdamW step serves all three
+
+
+@functools.cache
+def calibration() -> dict[str, Any]:
+    text = (
+        resources.files("dlrig.knowledge")
+        .joinpath("data", "fit_calibration.toml")
+        .read_text("utf-8")
+    )
+    return tomllib.loads(text)
+
+
+def fitted(overrides: dict[str, float] | None = None) -> dict[str, float]:
+    table = calibration()["fitted"]
+    values = {k: float(v) for k, v in table.items() if isinstance(v, float | int)}
+    values.update(overrides or {})
+    return values
+
+
+@dataclass(frozen=True)
+class Context:
+    """One evaluation's resolved facts."""
+
+    options: Options
+    spec: GpuSpec
+    memory_bytes: int
+    gpu_origin: str
+    precision: str
+    precision_why: str
+
+
+def resolve(traced: TracedWorkload, machine: Any, changes: dict[str, Any]) -> Context:
+    workload_changes = [
+        k for k in changes if k in WORKLOAD_FIELDS and k != "optimizer" and k != "precision"
+    ]
+    if workload_changes:
+        raise InputError(
+            f"evaluate() cannot change {', '.join(workload_changes)}: they need a new trace",
+            fix="call fit.trace(...) with those options",
+        )
+    options = replace_options(traced.options, **changes)
+    check(options)
+    if options.optimizer != traced.options.optimizer and not (
+        options.optimizer in SAME_TRACE_OPTIMIZERS
+        and traced.options.optimizer in SAME_TRACE_OPTIMIZERS
+    ):
+        raise InputError(
+            f"evaluate() cannot switch {traced.options.optimizer} to {options.optimizer}",
+            fix="trace with that --optimizer",
+        )
+    target = hardware.target(options.gpu, machine)
+    precision, why = hardware.resolve_precision(options.precision, target.spec)
+    if precision not in ("amp-bf16", "amp-fp16") and hardware_bytes(precision) != hardware_bytes(
+        traced_precision_of(traced)
+    ):
+        raise InputError(
+            f"evaluate() at {precision} needs a trace at that precision",
+            fix=f"trace with --precision {precision}",
+        )
+    return Context(options, target.spec, target.memory_bytes, target.origin, precision, why)
+
+
+def traced_precision_of(traced: TracedWorkload) -> str:
+    from dlrig.fit.tracing import traced_precision
+
+    return traced_precision(traced.options.precision)
+
+
+def hardware_bytes(precision: str) -> int:
+    return 4 if precision in ("fp32", "tf32") else 2
+
+
+def plan_of(ctx: Context) -> Plan:
+    o = ctx.options
+    return Plan(
+        o.strategy, o.gpus, o.gpus_per_node, ctx.precision, o.optimizer, o.offload, o.prefetch
+    )
+
+
+def memory_at(traced: TracedWorkload, ctx: Context, batch: int) -> MemoryEstimate:
+    sizes_table = calibration()["sizes"]
+    convolutional = any(
+        "convolution" in op.name for _, trace in traced.at(batch)[:1] for op in trace.ops[:4000]
+    )
+    workspaces = int(sizes_table["cublas_workspace_bytes"]) + (
+        int(sizes_table["cudnn_workspace_bytes"]) if convolutional else 0
+    )
+    return combine(
+        traced.at(batch),
+        traced.layers or 1,
+        held(traced.sizes, plan_of(ctx)),
+        ctx.options.grad_accum,
+        workspaces,
+        int(sizes_table["cuda_context_bytes"]),
+        int(sizes_table["nccl_buffers_bytes"]) if ctx.options.gpus > 1 else 0,
+        fitted()["allocator_reserve_factor"],
+    )
+
+
+def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeSetup:
+    table = calibration()
+    ratios = table["mamf_ratio"]
+    o = ctx.options
+    return TimeSetup(
+        precision=ctx.precision,
+        strategy=o.strategy,
+        gpus=o.gpus,
+        gpus_per_node=o.gpus_per_node,
+        grad_accum=o.grad_accum,
+        interconnect=o.interconnect or ("nvlink" if ctx.spec.has_nvlink else "pcie"),
+        network_gbps=o.network_gbps or float(table["network"]["default_gbps"]),
+        calibration=fitted(overrides),
+        mamf_ratio=float(ratios.get(ctx.spec.id, ratios["default"])),
+        offload=o.offload,
+    )
+
+
+def phases_at(
+    traced: TracedWorkload, ctx: Context, batch: int, overrides: dict[str, float] | None = None
+) -> PhaseTimes:
+    setup = time_setup(ctx, overrides)
+    samples = traced.at(batch)
+    per = [phase_times(trace, ctx.spec, setup) for _, trace in samples]
+    depths = [d for d, _ in samples]
+    layers = traced.layers or 1
+    return PhaseTimes(
+        *(
+            extrapolate([getattr(p, name) for p in per], depths, layers)
+            for name in (
+                "forward_s",
+                "backward_s",
+                "optimizer_s",
+                "compute_bound_s",
+                "forward_flops",
+                "backward_flops",
+            )
+        )
+    )
+
+
+def time_at(
+    traced: TracedWorkload, ctx: Context, batch: int, overrides: dict[str, float] | None = None
+) -> tuple[PhaseTimes, StepTime]:
+    phases = phases_at(traced, ctx, batch, overrides)
+    return phases, step_time(phases, traced.sizes, ctx.spec, time_setup(ctx, overrides))
+
+
+def evaluate(traced: TracedWorkload, machine: Any = None, **changes: Any) -> FitResult:
+    """The estimate for one GPU setup from a trace. Keyword arguments are Options fields that
+    do not change the trace: gpu, gpus, strategy, gpus_per_node, network_gbps, interconnect,
+    grad_accum, global_batch, tokens, dataset_size, epochs, offload, prefetch,
+    search_max_batch, advise (and optimizer among adam/adamw/adamw-8bit)."""
+    from dlrig.fit import analytic, assemble
+
+    changes.setdefault("search_max_batch", False)
+    changes.setdefault("advise", False)
+    ctx = resolve(traced, machine, changes)
+    if traced.method == "analytic":
+        return analytic.from_sizes(traced, ctx)
+    return assemble.result(traced, ctx)
+
+
+def trace(options: Options) -> TracedWorkload:
+    from dlrig.fit import tracing
+
+    return tracing.trace(options)
+
+
+def estimate(options: Options | None = None, machine: Any = None, **kwargs: Any) -> FitResult:
+    """Estimate memory, batch size and speed. Pass Options or keyword arguments of Options."""
+    if options is None:
+        options = Options(**kwargs)
+    check(options)
+    if options.analytic:
+        from dlrig.fit import analytic
+
+        return analytic.estimate_from_config(options, machine)
+    # resolve the GPU first: a typo in --gpu should not cost a trace
+    hardware.resolve_precision(options.precision, hardware.target(options.gpu, machine).spec)
+    if options.inference:
+        from dlrig.fit import inference
+
+        return inference.estimate(options, machine)
+    traced = trace(options)
+    cluster = {
+        name: getattr(options, name)
+        for name in (
+            "gpu",
+            "gpus",
+            "strategy",
+            "gpus_per_node",
+            "network_gbps",
+            "interconnect",
+            "grad_accum",
+            "global_batch",
+            "tokens",
+            "dataset_size",
+            "epochs",
+            "offload",
+            "prefetch",
+            "search_max_batch",
+            "advise",
+        )
+    }
+    return evaluate(traced, machine, **cluster)

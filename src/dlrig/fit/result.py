@@ -1,0 +1,112 @@
+"""Stage 5: the answer, and the `dlrig fit --json` document it turns into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlrig.report import envelope
+
+SCHEMA = "dlrig.fit"
+# 2: envelope (schema first); memory breakdown gained autocast_weight_copies and
+#    gathered_parameters; scaling_efficiency is now the step without communication over the
+#    step with it; precision "auto"; advice, inference and host memory added.
+SCHEMA_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One change that would make a run fit (or fit better), with its figure."""
+
+    change: str  # the flags, e.g. "--strategy fsdp"
+    options: dict[str, Any]
+    memory_peak_bytes: int
+    fits: bool
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "change": self.change,
+            "options": self.options,
+            "memory_peak_bytes": self.memory_peak_bytes,
+            "fits": self.fits,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class FitResult:
+    model: str
+    method: str  # "trace" | "analytic"
+    gpu: str
+    gpu_memory_bytes: int
+    params: int
+    trainable_params: int
+    batch_size: int
+    seq_len: int | None
+    image_size: int | None
+    memory_peak_bytes: int
+    memory_reserved_bytes: int | None
+    memory_breakdown: dict[str, int]
+    peak_phase: str | None
+    fits: bool
+    margin_bytes: int
+    max_batch_size: int | None
+    global_batch: dict[str, Any] | None
+    flops_per_step: float | None
+    step_time_s: float | None
+    samples_per_s: float | None
+    tokens_per_s: float | None
+    time_to_train_s: float | None
+    mfu: float | None
+    scaling_efficiency: float | None
+    timing: dict[str, float]
+    setup: dict[str, Any]
+    assumptions: tuple[str, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    activation_peak_bytes: int | None = None
+    host_memory_bytes_per_node: int | None = None
+    advice: tuple[Advice, ...] = ()
+    inference: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return envelope(
+            SCHEMA,
+            SCHEMA_VERSION,
+            {
+                "model": self.model,
+                "method": self.method,
+                "gpu": self.gpu,
+                "gpu_memory_bytes": self.gpu_memory_bytes,
+                "params": self.params,
+                "trainable_params": self.trainable_params,
+                "batch_size": self.batch_size,
+                "seq_len": self.seq_len,
+                "image_size": self.image_size,
+                "memory": {
+                    "peak_bytes": self.memory_peak_bytes,
+                    "reserved_bytes": self.memory_reserved_bytes,
+                    "breakdown": self.memory_breakdown,
+                    "peak_phase": self.peak_phase,
+                    "activation_peak_bytes": self.activation_peak_bytes,
+                    "host_bytes_per_node": self.host_memory_bytes_per_node,
+                },
+                "fits": self.fits,
+                "margin_bytes": self.margin_bytes,
+                "max_batch_size": self.max_batch_size,
+                "global_batch": self.global_batch,
+                "flops_per_step": self.flops_per_step,
+                "step_time_s": self.step_time_s,
+                "samples_per_s": self.samples_per_s,
+                "tokens_per_s": self.tokens_per_s,
+                "time_to_train_s": self.time_to_train_s,
+                "mfu": self.mfu,
+                "scaling_efficiency": self.scaling_efficiency,
+                "timing": self.timing,
+                "setup": self.setup,
+                "advice": [a.to_dict() for a in self.advice],
+                "inference": self.inference,
+                "assumptions": list(self.assumptions),
+                "notes": list(self.notes),
+            },
+        )

@@ -1,0 +1,163 @@
+"""What each GPU holds under each data-parallel strategy.
+
+Per GPU, with N GPUs, n trainable parameters, f bytes of frozen parameters (a LoRA base),
+m bytes per trainable parameter as built (4 under autocast, 2 for pure bf16), c bytes in the
+compute dtype (2 for bf16/fp16, 4 for fp32), s bytes of optimizer state per parameter:
+
+| strategy      | parameters           | gradients (peak)    | optimizer state       | transient                         |
+|---------------|----------------------|---------------------|-----------------------|-----------------------------------|
+| ddp           | m·n + f              | m·n                 | s·n                   | gradient buckets m·n; autocast copies |
+| zero1         | c·n + f              | c·n                 | (s + 4)·n / N         | reduce + all-gather buckets       |
+| zero2         | c·n + f              | c·n / N             | (s + 4)·n / N         | reduce bucket                     |
+| zero3         | (c·n + f) / N        | c·n / N             | (s + 4)·n / N         | gathered units (live + prefetch)  |
+| fsdp          | (m·n + f) / N        | m·n / N             | s·n / N               | gathered units + one unit's grads |
+| hsdp          | as fsdp over S = GPUs per node (replicated across nodes)                      |
+| fsdp-grad-op  | (m·n + f) / N        | m·n / N             | s·n / N               | every unit gathered fwd→bwd       |
+
+ZeRO follows DeepSpeed: the module is held in the compute dtype and fp32 master weights sit
+with the partitioned optimizer state ("+ 4"). FSDP follows FSDP2 with
+MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=fp32): fp32 shards, compute-dtype
+all-gathers, one repeated block per unit plus a root unit for the rest (embeddings, head),
+which stays gathered from forward to backward. Activations never depend on the strategy;
+autocast's per-layer weight copies exist only where the module itself is fp32 and unsharded
+(DDP). CPU offload moves optimizer state (and with `params` the parameters and gradients) to
+host RAM, which is reported per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEEPSPEED_BUCKET_ELEMENTS = 500_000_000  # reduce_bucket_size / allgather_bucket_size defaults
+SHARDED = ("zero1", "zero2", "zero3", "fsdp", "hsdp", "fsdp-grad-op")
+PARAMS_SHARDED = ("zero3", "fsdp", "hsdp", "fsdp-grad-op")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Full-model sizes (after depth extrapolation)."""
+
+    param_count: int
+    trainable_count: int
+    trainable_bytes: int
+    frozen_bytes: int
+    block_trainable: int
+    block_frozen_bytes: int
+    root_trainable: int
+    root_frozen_bytes: int
+    state_bytes: int  # traced optimizer state (used for adafactor's factored state)
+
+
+@dataclass(frozen=True)
+class Plan:
+    strategy: str
+    gpus: int
+    gpus_per_node: int
+    precision: str
+    optimizer: str
+    offload: str = "none"
+    prefetch: int = 1
+
+
+@dataclass(frozen=True)
+class Held:
+    """Bytes per GPU outside the traced timeline, plus how the traced curves scale."""
+
+    parameters: float
+    optimizer_state: float
+    buffers: float  # communication buckets
+    gathered: float  # all-gathered units alive at the peak (transient)
+    gradient_scale: float  # traced gradient bytes -> this strategy's gradient bytes
+    optimizer_temp_scale: float
+    keeps_weight_copies: bool
+    host_bytes_per_gpu: float  # CPU offload
+    shard: int  # GPUs one copy of the state is split over
+    buffers_in_optimizer: bool = True  # DDP/ZeRO buckets persist; FSDP's unit gradients do not
+
+
+def compute_bytes(precision: str) -> int:
+    return 4 if precision in ("fp32", "tf32") else 2
+
+
+def state_bytes_per_param(optimizer: str, element: float) -> float:
+    return {
+        "sgd": 0.0,
+        "sgd-momentum": element,
+        "adam": 2.0 * element,
+        "adamw": 2.0 * element,
+        # bitsandbytes 8-bit Adam: two uint8 states plus an fp32 absmax per 2048-value block
+        "adamw-8bit": 2.0 + 2 * 4 / 2048,
+        "adafactor": 0.0,  # factored: from the trace
+    }[optimizer]
+
+
+def shard_count(plan: Plan) -> int:
+    if plan.strategy == "ddp":
+        return 1
+    if plan.strategy == "hsdp":
+        return max(1, min(plan.gpus, plan.gpus_per_node))
+    return max(1, plan.gpus)
+
+
+def held(sizes: Sizes, plan: Plan) -> Held:
+    n = sizes.trainable_count
+    frozen = float(sizes.frozen_bytes)
+    m = sizes.trainable_bytes / n if n else 4.0
+    c = float(compute_bytes(plan.precision))
+    mixed = m > c
+    state_full = (
+        float(sizes.state_bytes)
+        if plan.optimizer == "adafactor"
+        else state_bytes_per_param(plan.optimizer, m) * n
+    )
+    shard = shard_count(plan)
+    single = plan.gpus == 1 or plan.strategy == "ddp"
+    bucket = c * min(n, DEEPSPEED_BUCKET_ELEMENTS)
+    unit = c * sizes.block_trainable + sizes.block_frozen_bytes
+    root = c * sizes.root_trainable + sizes.root_frozen_bytes
+    host = 0.0
+    if single:
+        params, state = m * n + frozen, state_full
+        grad_scale, temp_scale = 1.0, 1.0
+        buffers = m * n if plan.gpus > 1 else 0.0  # DDP buckets (gradient_as_bucket_view=False)
+        gathered = 0.0
+        copies = True
+    elif plan.strategy in ("zero1", "zero2", "zero3"):
+        master = 4.0 * n if mixed else 0.0
+        state = (state_full + master) / shard
+        sharded_params = plan.strategy == "zero3"
+        params = (c * n + frozen) / (shard if sharded_params else 1)
+        grad_scale = (c / m) / (1 if plan.strategy == "zero1" else shard)
+        temp_scale = 1.0 / shard
+        buffers = bucket * (2 if plan.strategy == "zero1" else 1)
+        gathered = unit * (1 + plan.prefetch) + root if sharded_params else 0.0
+        copies = False
+    else:  # fsdp, hsdp, fsdp-grad-op
+        params = (m * n + frozen) / shard
+        state = state_full / shard
+        grad_scale, temp_scale = 1.0 / shard, 1.0 / shard
+        if plan.strategy == "fsdp-grad-op":
+            gathered = c * n + frozen  # SHARD_GRAD_OP keeps every unit gathered until backward
+        else:
+            gathered = unit * (1 + plan.prefetch) + root
+        buffers = m * sizes.block_trainable  # one unit's unsharded gradients before reduce-scatter
+        copies = False
+    if plan.offload in ("optimizer", "params"):
+        host += state
+        state = 0.0
+    if plan.offload == "params":
+        host += params + m * n / shard  # parameters and their gradients live on the host
+        params = 0.0
+        grad_scale = 0.0
+    return Held(
+        parameters=params,
+        optimizer_state=state,
+        buffers=buffers,
+        gathered=gathered,
+        gradient_scale=grad_scale,
+        optimizer_temp_scale=temp_scale,
+        keeps_weight_copies=copies,
+        host_bytes_per_gpu=host,
+        shard=shard,
+        buffers_in_optimizer=plan.strategy not in ("fsdp", "hsdp", "fsdp-grad-op"),
+    )

@@ -1,0 +1,232 @@
+"""A workload: a model that can be built (at any depth), its batch, and how to take its loss.
+
+Transformers models are built from their config with no weights. Their layers repeat, so a
+workload also says how many there are (`layers`) and the period of their pattern (`period`,
+e.g. Gemma's alternating local/global attention): the trace runs a model of 2 and 3 periods and
+extrapolates to the full depth, exactly for anything affine in the layer count.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlrig.errors import InputError, MissingExtraError
+
+TASKS = ("image_classification", "causal_lm", "masked_lm", "bert_pretraining", "seq2seq", "custom")
+TEXT_TASKS = ("causal_lm", "masked_lm", "bert_pretraining", "seq2seq")
+
+
+@dataclass
+class Workload:
+    """A model factory plus the batch it is trained on."""
+
+    name: str
+    task: str
+    build: Callable[[int | None], Any]  # depth (None = full) -> nn.Module
+    make_inputs: Callable[[int], dict[str, Any]]  # batch size -> model kwargs (fake tensors)
+    loss_of: Callable[[Any], Any]
+    samples_unit: str  # "images" | "sequences" | "samples"
+    tokens_per_sample: int | None
+    seq_len: int | None
+    image_size: int | None
+    default_batch: int
+    source: str
+    positional: bool = False  # custom models: inputs passed in --input order
+    layers: int | None = None  # repeated blocks a depth-reduced trace can extrapolate over
+    period: int = 1
+    config: Any = None  # the transformers config, when there is one
+    model_type: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def call(self, model: Any, inputs: dict[str, Any]) -> Any:
+        return model(*inputs.values()) if self.positional else model(**inputs)
+
+
+def transformers_module() -> Any:
+    try:
+        import transformers
+    except ImportError:
+        raise MissingExtraError("transformers", "torch", "dlrig fit's models") from None
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+def loss_of(output: Any) -> Any:
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, dict):
+        loss = output.get("loss")
+    if loss is None:
+        import torch
+
+        tensor = output[0] if isinstance(output, tuple | list) else output
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError("the model returned no loss and no tensor to take a loss from")
+        loss = tensor.float().mean()
+    return loss
+
+
+def _layer_pattern(config: Any) -> tuple[int | None, int]:
+    """(repeated layers, pattern period) or (None, 1) when depth cannot be reduced safely."""
+    layers = getattr(config, "num_hidden_layers", None)
+    if not isinstance(layers, int) or layers < 1:
+        return None, 1
+    decoder = getattr(config, "num_decoder_layers", None)
+    if decoder is not None and decoder != layers:
+        return None, 1  # encoder and decoder of different depths: not one affine stack
+    kinds = getattr(config, "layer_types", None)
+    period = 1
+    if isinstance(kinds, list | tuple) and kinds:
+        for candidate in range(1, len(kinds) + 1):
+            if all(kinds[i] == kinds[i % candidate] for i in range(len(kinds))):
+                period = candidate
+                break
+    if layers < 3 * period + 1:
+        return None, 1  # too shallow to gain anything
+    return layers, period
+
+
+def with_depth(config: Any, depth: int) -> Any:
+    reduced = copy.deepcopy(config)
+    reduced.num_hidden_layers = depth
+    if getattr(reduced, "num_decoder_layers", None) is not None:
+        reduced.num_decoder_layers = depth
+    kinds = getattr(reduced, "layer_types", None)
+    if isinstance(kinds, list | tuple) and kinds:
+        reduced.layer_types = list(kinds[:depth])
+    return reduced
+
+
+def _position_limit(config: Any) -> int | None:
+    """Positions a model has a learned table for (GPT-2, BERT); None for rotary/relative ones."""
+    limit = getattr(config, "max_position_embeddings", None)
+    kind = getattr(config, "position_embedding_type", None)
+    rope = any(
+        getattr(config, key, None) is not None
+        for key in ("rope_theta", "rope_parameters", "rope_scaling", "rotary_dim", "rotary_pct")
+    )
+    if isinstance(limit, int) and (kind == "absolute" or (kind is None and not rope)):
+        return limit
+    return None
+
+
+def hf_workload(
+    name: str,
+    config: Any,
+    model_class: Any,
+    task: str,
+    source: str,
+    seq_len: int | None,
+    image_size: int | None,
+    default_batch: int,
+    default_seq: int | None,
+) -> Workload:
+    """A workload for a transformers model class built from `config` (a transformers config)."""
+    import torch
+
+    image = task == "image_classification"
+    convolutional = image and getattr(config, "patch_size", None) is None
+    if image and seq_len is not None:
+        raise InputError(
+            f"--seq-len does not apply to {name}: it is an image model",
+            fix="drop --seq-len (use --image-size for the input resolution)",
+        )
+    if not image and image_size is not None:
+        raise InputError(
+            f"--image-size does not apply to {name}: it is a language model",
+            fix="drop --image-size (use --seq-len for the sequence length)",
+        )
+    config = copy.deepcopy(config)
+    if image:
+        size = image_size or getattr(config, "image_size", None) or 224
+        patch = getattr(config, "patch_size", None)
+        if isinstance(patch, int) and size % patch:
+            raise InputError(
+                f"--image-size {size}: {name} cuts images into {patch}-pixel patches",
+                fix=f"use a multiple of {patch}, e.g. {size - size % patch or patch}",
+            )
+        if patch is not None:
+            config.image_size = size
+    else:
+        size = seq_len or default_seq or 512
+        limit = _position_limit(config)
+        if limit is not None and size > limit:
+            raise InputError(
+                f"--seq-len {size}: {name} has learned position embeddings for {limit} positions only",
+                fix=f"use --seq-len {limit} or less (models with rotary positions can go longer)",
+            )
+    if not convolutional and task != "seq2seq":
+        # SDPA where the model supports it (traced with fused-kernel memory); T5 has no SDPA path.
+        config._attn_implementation = "sdpa"
+    elif task == "seq2seq":
+        config._attn_implementation = "eager"
+    layers, period = _layer_pattern(config)
+
+    def build(depth: int | None = None) -> Any:
+        model = model_class(config if depth is None else with_depth(config, depth))
+        tie = getattr(model, "tie_weights", None)  # tying happens at init, which is skipped
+        if callable(tie):
+            tie()
+        return model
+
+    def make_inputs(batch: int) -> dict[str, Any]:
+        if image:
+            return {
+                "pixel_values": torch.empty(batch, 3, size, size),
+                "labels": torch.zeros(batch, dtype=torch.long),
+            }
+        ids = torch.zeros(batch, size, dtype=torch.long)
+        if task == "bert_pretraining":
+            return {
+                "input_ids": ids,
+                "token_type_ids": torch.zeros_like(ids),
+                "attention_mask": torch.ones_like(ids),
+                "labels": torch.zeros_like(ids),
+                "next_sentence_label": torch.zeros(batch, dtype=torch.long),
+            }
+        return {"input_ids": ids, "labels": torch.zeros_like(ids) if task != "causal_lm" else ids}
+
+    return Workload(
+        name=name,
+        task=task,
+        build=build,
+        make_inputs=make_inputs,
+        loss_of=loss_of,
+        samples_unit="images" if image else "sequences",
+        tokens_per_sample=None if image else size,
+        seq_len=None if image else size,
+        image_size=size if image else None,
+        default_batch=default_batch,
+        source=source,
+        layers=layers,
+        period=period,
+        config=config,
+        model_type=getattr(config, "model_type", None),
+    )
+
+
+def make_workload(options: Any) -> Workload:
+    """The workload the options name: a preset, a config.json, a Hub id, or module:factory."""
+    from dlrig.fit import hfconfig, presets
+
+    if options.config is not None:
+        return hfconfig.config_workload(options.config, options)
+    if ":" in options.model and "/" not in options.model.split(":")[0]:
+        if options.seq_len is not None or options.image_size is not None:
+            raise InputError(
+                "--seq-len/--image-size do not apply to a custom factory: its shapes come from --input",
+                fix="describe the batch with --input 'x:float32[B,3,224,224]' and drop them",
+            )
+        return presets.custom_workload(options.model, options.input_spec)
+    if options.input_spec is not None:
+        raise InputError(
+            f"--input applies to a custom module:factory, not to {options.model}",
+            fix="drop --input (presets and configs build their own batch)",
+        )
+    if options.model in presets.presets():
+        return presets.preset_workload(options.model, options.seq_len, options.image_size)
+    if "/" in options.model:
+        return hfconfig.hub_workload(options.model, options)
+    return presets.preset_workload(options.model, options.seq_len, options.image_size)

@@ -1,0 +1,247 @@
+"""Causality rules, survived errors, numbers the fixes read, and the signature data itself.
+
+Runs are built from real corpus logs (tests/corpus/logs, each from a public thread) placed one
+after the other, as one run's several ranks or one log that goes on after an error would be.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dlrig import causes, diagnose
+from dlrig.diagnose import Session
+from dlrig.diagnose.scanner import clean_line, rank_in_text
+from dlrig.knowledge import signatures
+from tests.conftest import CORPUS
+
+LOGS = CORPUS / "logs"
+
+
+def _text(*files: str) -> str:
+    return "\n".join((LOGS / f).read_text(encoding="utf-8").rstrip("\n") for f in files) + "\n"
+
+
+def _run(*parts: tuple[str, str]) -> diagnose.Diagnosis:
+    """One run from several inputs: (source name, text) each."""
+    session = Session()
+    for source, text in parts:
+        session.start(source)
+        session.feed(text.encode(), source)
+    return session.finish()
+
+
+# --- causality --------------------------------------------------------------------------------
+def test_oom_killer_explains_the_killed_dataloader_worker():
+    text = _text(
+        "dataloader_worker_killed/sdps-net-cpu-swap.log", "cpu_oom_killed/tranx-dmesg-oom-kill.log"
+    )
+    result = diagnose.diagnose_text(text)
+    assert [f.cause for f in result.causes] == ["cpu_oom_killed", "dataloader_worker_killed"]
+    assert "OOM killer" in result.causes[1].reason
+    assert "explains dataloader_worker_killed" in result.root.reason
+
+
+def test_without_the_kernel_log_the_worker_is_the_finding():
+    # a bare launcher SIGKILL report is explained by the DataLoader's own message
+    text = _text(
+        "dataloader_worker_killed/sdps-net-cpu-swap.log",
+        "cpu_oom_killed/mgsv-torch-distributed-launch-exitcode-9.log",
+    )
+    result = diagnose.diagnose_text(text)
+    assert result.root.cause == "dataloader_worker_killed"
+    assert result.causes[1].cause == "cpu_oom_killed"
+    assert result.causes[1].role == "secondary"
+
+
+def test_rank_oom_explains_the_other_ranks_watchdog_timeouts():
+    result = _run(
+        ("rank3.log", _text("cuda_oom/trl-fsdp-sft-rank0-rtx3080.log")),
+        ("rank0.log", _text("nccl_timeout/basicsr-737-allreduce-pg-guid.log")),
+    )
+    assert [f.cause for f in result.causes] == ["cuda_oom", "nccl_timeout"]
+    assert "waited for it" in result.causes[1].reason
+
+
+def test_when_only_watchdog_frames_remain_the_timeout_is_the_finding():
+    result = diagnose.diagnose_paths([LOGS / "nccl_timeout/vllm-6042-ray-worker-gather.log"])
+    assert [f.cause for f in result.causes] == ["nccl_timeout"]
+    assert result.root.confidence >= 0.75
+    assert result.root.ranks == (1,)  # "(RayWorkerWrapper pid=4009) [rank1]:" prefix
+
+
+def test_every_rule_names_known_causes_and_gives_a_reason():
+    loaded = signatures.load()
+    assert len(loaded.rules) >= 15
+    for rule in loaded.rules:
+        assert rule.reason and len(rule.reason) > 30
+        assert set(rule.root) | set(rule.explains) <= set(causes.CAUSES)
+        assert not set(rule.root) & set(rule.explains) or rule.only_signatures
+
+
+# --- survived errors --------------------------------------------------------------------------
+FINISHED = "clean/anemoi-lightning-max-epochs-reached.log"
+OOM = "cuda_oom/code-llama-finetune-capacty-process-only.log"
+
+
+def test_an_error_the_run_went_on_past_is_not_the_cause():
+    result = diagnose.diagnose_text(_text(OOM, FINISHED))
+    assert result.causes == ()
+    assert [f.cause for f in result.survived] == ["cuda_oom"]
+    assert "max_epochs" in result.survived[0].reason or "fit_stopped" in result.survived[0].reason
+
+
+def test_an_error_after_the_finish_line_still_counts():
+    result = diagnose.diagnose_text(_text(FINISHED, OOM))
+    assert result.root.cause == "cuda_oom"
+
+
+def test_a_finish_line_in_another_rank_file_does_not_cover_this_one():
+    result = _run(("rank0.log", _text(FINISHED)), ("rank1.log", _text(OOM)))
+    assert result.root.cause == "cuda_oom"
+
+
+def test_batch_size_finder_probe_survives_but_a_later_crash_does_not():
+    probe = "Batch size 16 failed, trying batch size 8\n"
+    survived = diagnose.diagnose_text(_text(OOM) + probe)
+    assert survived.causes == () and survived.survived[0].cause == "cuda_oom"
+    # the finder only says the OOM was survived, not that every other error was
+    crash = diagnose.diagnose_text(
+        _text(OOM) + probe + _text("disk_full/h2o-llmstudio-streamwriter-output-full.log")
+    )
+    assert crash.root.cause == "disk_full"
+
+
+# --- numbers the fixes read -------------------------------------------------------------------
+def test_oom_fix_uses_the_processs_memory_in_use_not_pytorchs_allocated_figure():
+    # "... this process has 9.54 GiB memory in use. Of the allocated memory 6.80 GiB is
+    # allocated by PyTorch ..." on a 9.68 GiB GPU: the step needed 9.54 + 0.38 GiB
+    fixes = " ".join(
+        diagnose.diagnose_paths([LOGS / "cuda_oom/trl-fsdp-sft-rank0-rtx3080.log"]).root.fixes
+    )
+    assert "9.92 GiB (9.54 GiB in use by this process + 0.38 GiB" in fixes
+    assert "on a 9.68 GiB GPU" in fixes
+
+
+def test_oom_fix_reads_torch_21_wording_and_a_container_pid():
+    # torch 2.1 spells "capacty"; in a container the process is listed under its host PID only
+    fixes = " ".join(diagnose.diagnose_paths([LOGS / OOM]).root.fixes)
+    assert "in use by process 15367 (this process, seen from the host)" in fixes
+    assert "on a 14.75 GiB GPU" in fixes
+
+
+def test_oom_cut_follows_the_need_and_keeps_the_global_batch():
+    text = (
+        "  Instantaneous batch size per device = 12\n"
+        "  Gradient Accumulation steps = 2\n"
+        "eval: per_device_eval_batch_size=64 eval_batch_size=64\n" + _text(OOM)
+    )
+    fixes = " ".join(diagnose.diagnose_text(text).root.fixes)
+    # 9.27 GiB held + 64.00 GiB asked for, 0.9 x 14.75 usable: 12 x 13.28 / 73.27 -> 2;
+    # 2 divides the global batch of 24, so accumulation goes from 2 to 12
+    assert "from 12 to at most 2" in fixes and "from 2 to 12" in fixes
+    assert "64" not in fixes.split("Cut the per-GPU batch")[1].split(".")[0]
+
+
+@pytest.mark.parametrize(
+    ("line", "batch"),
+    [
+        ("--per_device_train_batch_size 16 --per_device_eval_batch_size 64", "16"),
+        ("per_device_eval_batch_size=64, per_device_train_batch_size=4", "4"),
+        ("python train.py --batch-size 32 --epochs 3", "32"),
+        ("eval_batch_size=64 test_batch_size=128", None),
+        ('"train_micro_batch_size_per_gpu": 2, "train_batch_size": 64', "2"),
+    ],
+)
+def test_batch_size_fact_reads_the_training_batch_only(line, batch):
+    session = Session()
+    session.start("log")
+    session.feed((line + "\n").encode())
+    session.finish()
+    assert session.scanner.facts.get("batch_size") == batch
+
+
+# --- cleaning ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("raw", "text", "rank"),
+    [
+        ("[rank3]: RuntimeError: x", "RuntimeError: x", 3),
+        (
+            "(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:563] y",
+            "[E ProcessGroupNCCL.cpp:563] y",
+            1,
+        ),
+        ("[80746] [rank0]:[E321 02:07:08] z", "[E321 02:07:08] z", 0),
+        ("node [stderr] [rank14]:[E909] w", "[E909] w", 14),
+        ("[1,5]<stderr>:Traceback", "Traceback", 5),
+        ("3: torch.OutOfMemoryError", "torch.OutOfMemoryError", 3),
+    ],
+)
+def test_launcher_and_rank_prefixes_are_cut(raw, text, rank):
+    assert clean_line(raw) == (text, rank)
+
+
+def test_rank_named_inside_the_message():
+    assert rank_in_text("[PG ID 0 PG GUID 0(default_pg) Rank 7] Exception") == 7
+    assert rank_in_text("[Rank 2] Watchdog caught collective operation timeout") == 2
+
+
+# --- the signature data -----------------------------------------------------------------------
+SOURCE = re.compile(r"^(?:[\w.-]+/[\w.-]+:[^\s@]+@\S+|docs:https?://\S+)$")
+
+
+def test_every_signature_names_the_code_that_prints_it():
+    for signature in signatures.load().signatures:
+        assert signature.sources, signature.id
+        for source in signature.sources:
+            assert SOURCE.match(source), (signature.id, source)
+            # written from the emitting code, not from a sample log of the corpus
+            assert "tests/corpus" not in source, signature.id
+
+
+def test_patterns_stay_re2_compatible():
+    re2 = pytest.importorskip("re2")
+    for pattern in signatures.load().all_patterns():
+        re2.compile(pattern.pattern)  # raises on look-around or back-references
+
+
+def test_a_broken_signature_file_is_refused():
+    from dlrig.knowledge.tables import KnowledgeError
+
+    good = '[[signature]]\nid = "x"\ncause = "cuda_oom"\nweight = 0.5\nanchors = ["a"]\npatterns = ["a"]\n'
+    assert signatures.parse(good + 'source = "pytorch/pytorch:a.cpp@v2.1.0"\n').signatures
+    for bad in (
+        good + 'source = "tests/corpus/logs/cuda_oom"\n',  # not a repo:path@version
+        good + 'source = "a/b:c@d"\nsecondary_to = ["nccl_timeout"]\n',  # causality lives in rules
+        good.replace("cuda_oom", "not_a_cause") + 'source = "a/b:c@d"\n',
+    ):
+        with pytest.raises(KnowledgeError):
+            signatures.parse(bad)
+
+
+def test_causes_without_signatures_are_the_non_crashing_ones():
+    loaded = signatures.load()
+    covered = {s.cause for s in loaded.signatures} | set(loaded.xid_causes.values())
+    missing = {c.id for c in causes.CAUSES.values()} - covered
+    assert missing == {c.id for c in causes.CAUSES.values() if not c.crashes}
+    assert missing == {"input_pipeline_bound", "gpu_throttling", "pcie_link_degraded"}
+
+
+def test_json_document_is_the_shared_envelope():
+    document = diagnose.diagnose_paths([LOGS / OOM]).to_dict()
+    assert list(document)[:2] == ["schema", "schema_version"]
+    assert document["schema"] == "dlrig.diagnose"
+    assert document["causes"][0]["cause"] == "cuda_oom" and document["survived"] == []
+
+
+def test_a_cuda_9_driver_gets_a_wheel_that_runs_on_it():
+    # issue 9: "diagnose on a CUDA 9.0 driver says install from cu102 (needs >= 440.33)"
+    from dlrig.knowledge.command_check import check_command
+
+    result = diagnose.diagnose_paths([LOGS / "driver_too_old/fastfcn-assertion-found-9000.log"])
+    fixes = result.root.fixes
+    assert result.root.cause == "driver_too_old"
+    assert not any("cu102" in fix for fix in fixes)
+    assert any("/whl/cu90/" in fix and "torch==1.1.*" in fix for fix in fixes)
+    assert all(check_command(fix) == [] for fix in fixes)

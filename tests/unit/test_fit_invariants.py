@@ -1,0 +1,119 @@
+"""Invariants of `dlrig fit` over presets × GPUs × strategies, and every bad input is one line."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from dlrig import fit
+from dlrig.errors import InputError
+from dlrig.knowledge.gpus import catalogue
+
+WORKLOADS = [
+    fit.Options(model="resnet50", batch_size=32),
+    fit.Options(model="bert-large", seq_len=128, batch_size=8),
+    fit.Options(model="gpt2", seq_len=512, batch_size=4),
+    fit.Options(model="vit-b16", batch_size=16),
+    fit.Options(model="llama3-8b", seq_len=1024, batch_size=1, grad_checkpointing="full"),
+    fit.Options(model="llama3-8b", seq_len=1024, batch_size=1, lora=16),
+]
+
+
+@pytest.mark.parametrize("options", WORKLOADS, ids=lambda o: f"{o.model}-{o.lora or ''}")
+def test_mfu_and_scaling_never_pass_100_percent(options):
+    traced = fit.trace(options)  # once per workload, evaluated on the whole catalogue
+    checked = 0
+    for spec in catalogue().specs:
+        if not spec.memory_bytes:
+            continue
+        for strategy in fit.STRATEGIES:
+            for gpus in (1, 8, 64, 100_000):
+                if gpus == 1 and strategy != "ddp":
+                    continue
+                result = fit.evaluate(traced, gpu=spec.id, gpus=gpus, strategy=strategy)
+                assert 0 < result.mfu <= 1.0, (spec.id, strategy, gpus, result.mfu)
+                if gpus > 1:
+                    assert 0 < result.scaling_efficiency <= 1.0, (spec.id, strategy, gpus)
+                assert result.memory_peak_bytes > 0 and result.step_time_s > 0
+                checked += 1
+    assert checked > 500
+    huge = fit.evaluate(traced, gpu="h100-sxm5-80gb", gpus=100_000, strategy="ddp")
+    assert huge.scaling_efficiency < 1.0  # collectives over 12,500 nodes are not free
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"model": "gpt2", "epochs": -1, "dataset_size": 10}, "--epochs"),
+        ({"model": "gpt2", "gpus_per_node": 0}, "--gpus-per-node"),
+        ({"model": "gpt2", "network_gbps": -5, "gpus": 16}, "--network-gbps"),
+        ({"model": "gpt2", "gpus": 0}, "--gpus"),
+        ({"model": "gpt2", "batch_size": -3}, "--batch-size"),
+        ({"model": "gpt2", "gpus": 10**9}, "--gpus"),
+        ({"model": "resnet50", "seq_len": 128}, "--seq-len does not apply"),
+        ({"model": "gpt2", "image_size": 224}, "--image-size does not apply"),
+        ({"model": "gpt2", "seq_len": 4096}, "1024 positions"),
+        ({"model": "bert-large", "seq_len": 1024}, "512 positions"),
+        ({"model": "vit-b16", "image_size": 250}, "16-pixel patches"),
+        ({"model": "llama3-8b", "precision": "amp-bf16", "gpu": "t4"}, "no bf16"),
+        ({"model": "llama3-8b", "precision": "bf16", "gpu": "v100-sxm2-16gb"}, "no bf16"),
+        ({"model": "gpt2", "lora": 8, "qlora": 8}, "--lora and --qlora"),
+        ({"model": "gpt2", "lora_alpha": 16}, "--lora-alpha"),
+        ({"model": "gpt2", "global_batch": 4, "gpus": 8}, "--global-batch 4"),
+        ({"model": "gpt2", "offload": "optimizer"}, "--offload"),
+        ({"model": "gpt2", "gpu": "rtx"}, "several different GPUs"),
+        ({"model": "gpt2", "weights": "int4"}, "--weights"),
+        ({"model": "gpt2", "inference": True, "weights": "fp8", "gpu": "a100"}, "no fp8"),
+    ],
+)
+def test_bad_input_is_one_clear_error(kwargs, message):
+    kwargs.setdefault("gpu", "a100-sxm4-80gb")
+    with pytest.raises(InputError, match=message) as error:
+        fit.estimate(search_max_batch=False, advise=False, **kwargs)
+    assert error.value.fix
+    assert "\n" not in error.value.one_line()
+
+
+def test_gpu_aliases_resolve_as_the_help_says():
+    from dlrig.fit.hardware import resolve_model
+
+    assert resolve_model("a100")[0].id == "a100-sxm4-80gb"  # largest of the A100 variants
+    assert "taken as" in resolve_model("a100")[1]
+    assert resolve_model("A100-SXM4-40GB")[0].id == "a100-sxm4-40gb"
+    assert resolve_model("h100")[0].id == "h100-sxm5-96gb"
+    assert resolve_model("t4")[0].id == "t4"
+    assert resolve_model("NVIDIA GeForce RTX 4090")[0].id == "rtx-4090"
+
+
+def test_default_precision_is_what_the_gpu_does_best():
+    traced = fit.trace(fit.Options(model="gpt2", seq_len=256, batch_size=2))
+    assert fit.evaluate(traced, gpu="t4").setup["precision"] == "amp-fp16"
+    assert fit.evaluate(traced, gpu="a100").setup["precision"] == "amp-bf16"
+    assert any("default" in a for a in fit.evaluate(traced, gpu="t4").assumptions)
+
+
+def test_global_batch_exact_or_nearest_with_the_reason():
+    from dlrig.fit.batching import global_batch
+
+    exact = global_batch(256, 40, 8)
+    assert exact["exact"] and exact["global_batch"] == 256
+    assert exact["micro_batch_per_gpu"] * exact["grad_accum"] == 32
+    near = global_batch(256, 43, 6)
+    assert (
+        not near["exact"]
+        and near["global_batch"] in (252, 258)
+        and "multiple of 6" in near["reason"]
+    )
+    assert global_batch(512, 1000, 5)["global_batch"] in (510, 515)
+
+
+def test_does_not_fit_says_what_would():
+    result = fit.estimate(model="llama3-8b", gpu="t4", seq_len=2048, batch_size=1)
+    assert not result.fits and result.max_batch_size == 0
+    changes = {a.change.split()[0] for a in result.advice}
+    assert {"--gpus", "--optimizer", "--grad-checkpointing", "--qlora", "--gpu"} <= changes
+    assert any(a.fits for a in result.advice)
+    for advice in result.advice:
+        assert advice.memory_peak_bytes > 0
