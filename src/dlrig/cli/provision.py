@@ -1,0 +1,376 @@
+"""`dlrig provision TARGET`: the files that set a GPU machine up, from its facts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dlrig.cli.provision_options import emit, fact_options, gather_facts
+
+EXIT_CODES = (
+    "Exit codes: 0 files generated; 2 bad usage, an unreadable --machine, or facts no stack fits "
+    "(the message says which and how to fix it)."
+)
+
+
+@click.group("provision", epilog=EXIT_CODES)
+def provision_command() -> None:
+    """Generate the files that set a GPU machine up: install script, Python environment,
+    Dockerfile, nccl.conf, launch scripts and jobs, power settings, monitoring manifests.
+
+    Facts come from --machine SNAPSHOT, a live probe, or are stated (--gpu, --os, --torch, ...).
+    Every file says in its first lines what it was generated from and when."""
+
+
+@provision_command.command("host", epilog=EXIT_CODES)
+@fact_options
+@click.option("--cudnn", is_flag=True, help="Also install cuDNN for the --cuda toolkit.")
+@click.option("--nccl", is_flag=True, help="Also install NCCL (libnccl2/libnccl-dev).")
+@click.option(
+    "--no-container-toolkit", is_flag=True, help="Leave out the NVIDIA Container Toolkit."
+)
+@click.pass_context
+def host_command(
+    ctx: click.Context, /, cudnn: bool, nccl: bool, no_container_toolkit: bool, **params: Any
+) -> None:
+    """Install script for the driver (branch and kernel-module flavour from the tables),
+    optional CUDA/cuDNN/NCCL, the Container Toolkit and nvidia-persistenced. The script takes
+    --dry-run and --root DIR, skips every step whose result exists, and verifies at the end."""
+    from dlrig import provision
+    from dlrig.provision.host import HostOptions
+
+    facts = gather_facts(ctx, params, probe_by_default=True)
+    options = HostOptions(cudnn=cudnn, nccl=nccl, container_toolkit=not no_container_toolkit)
+    emit(provision.generate("host", facts, options=options), params)
+
+
+@provision_command.command("env", epilog=EXIT_CODES)
+@fact_options
+@click.option(
+    "--with",
+    "packages",
+    multiple=True,
+    metavar="REQ",
+    help="Another package for the environment (repeatable): 'numpy<2', tqdm.",
+)
+@click.option("--name", default="train", show_default=True, help="conda environment name.")
+@click.option(
+    "--lock",
+    is_flag=True,
+    help="Lock --with packages now with `uv pip compile --generate-hashes` (needs the package index).",
+)
+@click.option(
+    "--cuda-variant", metavar="cuXYZ|cpu", help="Insist on this wheel variant (cu118, cpu)."
+)
+@click.pass_context
+def env_command(
+    ctx: click.Context,
+    /,
+    packages: tuple[str, ...],
+    name: str,
+    lock: bool,
+    cuda_variant: str | None,
+    **params: Any,
+) -> None:
+    """Python environment: torch + companions + index from the resolver, other packages
+    locked with hashes, and a conda environment.yml."""
+    from dlrig import provision
+    from dlrig.provision.env import EnvOptions
+
+    facts = gather_facts(ctx, params, probe_by_default=True)
+    options = EnvOptions(packages=packages, name=name, lock=lock, cuda_variant=cuda_variant)
+    emit(provision.generate("env", facts, options=options), params)
+
+
+@provision_command.command("docker", epilog=EXIT_CODES)
+@fact_options
+@click.option(
+    "--with",
+    "packages",
+    multiple=True,
+    metavar="REQ",
+    help="Another package for the image (repeatable).",
+)
+@click.option("--lock", is_flag=True, help="Lock --with packages with hashes now (uv pip compile).")
+@click.option(
+    "--flavor",
+    type=click.Choice(["base", "runtime", "devel"]),
+    default="base",
+    show_default=True,
+    help="nvidia/cuda image flavour.",
+)
+@click.option(
+    "--cudnn",
+    is_flag=True,
+    help="Use a cuDNN image (cudnn8 up to CUDA 12.3, cudnn from 12.4.1; none from CUDA 13).",
+)
+@click.option(
+    "--image",
+    "image_name",
+    default="dlrig-train:latest",
+    show_default=True,
+    help="Name of the built image.",
+)
+@click.option(
+    "--user", default="train", show_default=True, help="The non-root user the container runs as."
+)
+@click.pass_context
+def docker_command(
+    ctx: click.Context,
+    /,
+    packages: tuple[str, ...],
+    lock: bool,
+    flavor: str,
+    cudnn: bool,
+    image_name: str,
+    user: str,
+    **params: Any,
+) -> None:
+    """Dockerfile on an nvidia/cuda tag that exists, docker-run.sh and compose.yaml."""
+    from dlrig import provision
+    from dlrig.provision.docker import DockerOptions
+
+    facts = gather_facts(ctx, params, probe_by_default=True)
+    options = DockerOptions(
+        packages=packages, lock=lock, flavor=flavor, cudnn=cudnn, image_name=image_name, user=user
+    )
+    emit(provision.generate("docker", facts, options=options), params)
+
+
+@provision_command.command("nccl", epilog=EXIT_CODES)
+@fact_options
+@click.option(
+    "--socket-ifname", metavar="SPEC", help="NCCL_SOCKET_IFNAME (e.g. =eth0, ib, ^docker)."
+)
+@click.option("--ib-hca", metavar="SPEC", help="NCCL_IB_HCA (e.g. =mlx5_0,mlx5_1).")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Another NCCL setting (debugging ones are refused).",
+)
+@click.option(
+    "--no-keep", is_flag=True, help="Do not carry over the snapshot's nccl.conf settings."
+)
+@click.pass_context
+def nccl_command(
+    ctx: click.Context,
+    /,
+    socket_ifname: str | None,
+    ib_hca: str | None,
+    settings: tuple[str, ...],
+    no_keep: bool,
+    **params: Any,
+) -> None:
+    """/etc/nccl.conf from the machine's network: socket interface, IB HCAs; debugging
+    variables NCCL's documentation says not to keep are refused."""
+    from dlrig import provision
+    from dlrig.errors import InputError
+    from dlrig.provision.nccl import NcclOptions
+
+    pairs = []
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            raise InputError(f"--set {setting}: not KEY=VALUE", fix="e.g. --set NCCL_IB_TIMEOUT=22")
+        pairs.append((key.strip(), value.strip()))
+    facts = gather_facts(ctx, params, probe_by_default=True)
+    options = NcclOptions(
+        socket_ifname=socket_ifname, ib_hca=ib_hca, settings=tuple(pairs), keep_existing=not no_keep
+    )
+    emit(provision.generate("nccl", facts, options=options), params)
+
+
+@provision_command.command(
+    "launch", epilog=EXIT_CODES, context_settings={"allow_interspersed_args": True}
+)
+@click.argument("script")
+@click.argument("script_args", nargs=-1)
+@fact_options
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Machines.")
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(min=0),
+    help="GPUs per machine (default: the facts' GPU count, or 1).",
+)
+@click.option(
+    "--scheduler",
+    type=click.Choice(["torchrun", "slurm", "kubeflow"]),
+    default="torchrun",
+    show_default=True,
+)
+@click.option("--job-name", help="Job name (default: from the script's name).")
+@click.option(
+    "--torchrun",
+    "torchrun_path",
+    default="torchrun",
+    show_default=True,
+    help="torchrun command on the nodes.",
+)
+@click.option("--rdzv-port", type=click.IntRange(1, 65535), default=29500, show_default=True)
+@click.option("--cpus-per-task", type=click.IntRange(min=1), help="Slurm CPUs per node task.")
+@click.option(
+    "--time", "time_limit", default="01:00:00", show_default=True, help="Slurm time limit."
+)
+@click.option("--partition", help="Slurm partition.")
+@click.option(
+    "--image", default="dlrig-train:latest", show_default=True, help="Container image (kubeflow)."
+)
+@click.option("--namespace", help="Kubernetes namespace (kubeflow).")
+@click.option(
+    "--shm-size", default="16Gi", show_default=True, help="/dev/shm size for the pods (kubeflow)."
+)
+@click.pass_context
+def launch_command(
+    ctx: click.Context,
+    /,
+    script: str,
+    script_args: tuple[str, ...],
+    nodes: int,
+    gpus_per_node: int | None,
+    scheduler: str,
+    job_name: str | None,
+    torchrun_path: str,
+    rdzv_port: int,
+    cpus_per_task: int | None,
+    time_limit: str,
+    partition: str | None,
+    image: str,
+    namespace: str | None,
+    shm_size: str,
+    **params: Any,
+) -> None:
+    """How to start SCRIPT: a torchrun command, a Slurm sbatch script, or Kubeflow PyTorchJob
+    and TrainJob manifests. Arguments after SCRIPT go to the script (put them after `--`)."""
+    from dlrig import provision
+    from dlrig.provision.launch import LaunchOptions
+
+    facts = gather_facts(ctx, params, probe_by_default=False)
+    options = LaunchOptions(
+        script=script,
+        script_args=script_args,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        scheduler=scheduler,
+        job_name=job_name,
+        torchrun=torchrun_path,
+        rdzv_port=rdzv_port,
+        cpus_per_task=cpus_per_task,
+        time_limit=time_limit,
+        partition=partition,
+        image=image,
+        namespace=namespace,
+        shm_size=shm_size,
+    )
+    emit(provision.generate("launch", facts, options=options), params)
+
+
+@provision_command.command("power", epilog=EXIT_CODES)
+@fact_options
+@click.option(
+    "--power-limit",
+    "power_limit_watts",
+    type=int,
+    metavar="WATTS",
+    help="GPU power limit to apply at boot.",
+)
+@click.option(
+    "--gpu-index",
+    "gpu_indices",
+    type=int,
+    multiple=True,
+    metavar="N",
+    help="Limit only this GPU (repeatable; default all).",
+)
+@click.option(
+    "--sleep-at", default="22:00", show_default=True, help="Shut nodes down at this time (IPMI)."
+)
+@click.option(
+    "--wake-at", default="07:00", show_default=True, help="Power nodes on at this time (IPMI)."
+)
+@click.option(
+    "--node",
+    "nodes",
+    multiple=True,
+    metavar="NAME",
+    help="A node for the IPMI schedule (repeatable; default this host).",
+)
+@click.option(
+    "--bmc-suffix", default="-bmc", show_default=True, help="BMC host name = node name + this."
+)
+@click.option("--ipmi-user", default="admin", show_default=True)
+@click.option(
+    "--suspend-time",
+    "suspend_time_s",
+    type=click.IntRange(min=60),
+    default=1800,
+    show_default=True,
+    help="Slurm SuspendTime (s).",
+)
+@click.pass_context
+def power_command(
+    ctx: click.Context,
+    /,
+    power_limit_watts: int | None,
+    gpu_indices: tuple[int, ...],
+    sleep_at: str,
+    wake_at: str,
+    nodes: tuple[str, ...],
+    bmc_suffix: str,
+    ipmi_user: str,
+    suspend_time_s: int,
+    **params: Any,
+) -> None:
+    """Persistence daemon and power-limit units, IPMI night sleep/wake timers, and Slurm
+    power saving (SuspendProgram/ResumeProgram)."""
+    from dlrig import provision
+    from dlrig.provision.power import PowerOptions
+
+    facts = gather_facts(ctx, params, probe_by_default=True)
+    options = PowerOptions(
+        power_limit_watts=power_limit_watts,
+        gpu_indices=gpu_indices,
+        sleep_at=sleep_at,
+        wake_at=wake_at,
+        nodes=nodes,
+        bmc_suffix=bmc_suffix,
+        ipmi_user=ipmi_user,
+        suspend_time_s=suspend_time_s,
+    )
+    emit(provision.generate("power", facts, options=options), params)
+
+
+@provision_command.command("monitor-k8s", epilog=EXIT_CODES)
+@fact_options
+@click.option(
+    "--image",
+    default="dlrig:latest",
+    show_default=True,
+    help="Image with dlrig[monitor] installed.",
+)
+@click.option("--namespace", default="monitoring", show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=9480, show_default=True)
+@click.option("--interval", default="15s", show_default=True, help="Scrape interval.")
+@click.option("--dcgm-names", is_flag=True, help="Serve dcgm-exporter's metric names.")
+@click.pass_context
+def monitor_k8s_command(
+    ctx: click.Context,
+    /,
+    image: str,
+    namespace: str,
+    port: int,
+    interval: str,
+    dcgm_names: bool,
+    **params: Any,
+) -> None:
+    """DaemonSet, Service and ServiceMonitor running `dlrig monitor serve` on GPU nodes."""
+    from dlrig import provision
+    from dlrig.provision.k8s import MonitorK8sOptions
+
+    facts = gather_facts(ctx, params, probe_by_default=False)
+    options = MonitorK8sOptions(
+        image=image, namespace=namespace, port=port, interval=interval, dcgm_names=dcgm_names
+    )
+    emit(provision.generate("monitor-k8s", facts, options=options), params)

@@ -1,0 +1,137 @@
+"""What every `dlrig provision` subcommand shares: the fact options, gathering the facts, and
+writing or printing the bundle."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from dlrig.cli.common import console, json_option, print_json
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fact_options(function: F) -> F:
+    """The facts every target can take: a snapshot, a live probe, or stated facts."""
+    for decorator in reversed(
+        (
+            click.option(
+                "--machine",
+                "machine_path",
+                type=click.Path(path_type=Path),
+                metavar="SNAPSHOT",
+                help="Use this machine's facts: a `doctor --save` snapshot or any file `doctor --from` reads.",
+            ),
+            click.option(
+                "--probe",
+                is_flag=True,
+                help="Probe this machine for its facts (the default for host, env, docker, nccl, power when nothing is stated).",
+            ),
+            click.option(
+                "--gpu",
+                metavar="MODEL",
+                help="GPU model from the catalogue (id or alias: rtx-4090, a100, H100-SXM5-80GB).",
+            ),
+            click.option(
+                "--gpus",
+                "gpu_count",
+                type=click.IntRange(min=0),
+                metavar="N",
+                help="GPUs per machine.",
+            ),
+            click.option(
+                "--os",
+                "os_name",
+                metavar="RELEASE",
+                help="ubuntu-22.04, ubuntu-24.04, debian-12 or rocky-9 (RHEL 9).",
+            ),
+            click.option(
+                "--torch",
+                "torch_version",
+                metavar="VERSION",
+                help="The torch release wanted (2.9, 1.12).",
+            ),
+            click.option(
+                "--cuda",
+                "cuda_version",
+                metavar="X.Y",
+                help="CUDA toolkit to install on the host (12.8).",
+            ),
+            click.option(
+                "--python", "python_version", metavar="X.Y", help="Python for the environment."
+            ),
+            click.option(
+                "--driver",
+                "driver_version",
+                metavar="VERSION",
+                help="The driver the machine has (580.95.05).",
+            ),
+            click.option(
+                "--out",
+                "out_dir",
+                type=click.Path(path_type=Path),
+                metavar="DIR",
+                help="Write the files here (default: print the file, when there is one).",
+            ),
+            click.option(
+                "--overwrite", is_flag=True, help="Replace files that already exist in --out."
+            ),
+            json_option,
+        )
+    ):
+        function = decorator(function)
+    return function
+
+
+def gather_facts(ctx: click.Context, params: dict[str, Any], probe_by_default: bool) -> Any:
+    from dlrig import provision
+
+    stated = provision.Stated(
+        gpu=params["gpu"],
+        gpu_count=params["gpu_count"],
+        os=params["os_name"],
+        torch=params["torch_version"],
+        cuda=params["cuda_version"],
+        python=params["python_version"],
+        driver=params["driver_version"],
+    )
+    nothing_stated = not any(vars(stated).values()) and params["machine_path"] is None
+    probe = params["probe"] or (probe_by_default and nothing_stated)
+    argv = tuple((ctx.obj or {}).get("argv", ())) if ctx.obj else ()
+    return provision.gather(params["machine_path"], stated, probe=probe, argv=argv)
+
+
+def emit(bundle: Any, params: dict[str, Any]) -> None:
+    from dlrig.errors import InputError
+
+    out_dir: Path | None = params["out_dir"]
+    if out_dir is not None:
+        from dlrig import provision
+
+        bundle = provision.write(bundle, out_dir, overwrite=params["overwrite"])
+    elif len(bundle.files) != 1 and not params["as_json"]:
+        names = ", ".join(f.path for f in bundle.files)
+        raise InputError(
+            f"provision {bundle.target} writes {len(bundle.files)} files ({names})",
+            fix="give --out DIR",
+        )
+    if params["as_json"]:
+        document = bundle.to_dict()
+        if out_dir is None:
+            for entry, generated in zip(document["files"], bundle.files, strict=True):
+                entry["content"] = generated.content
+        print_json(document)
+        return
+    if out_dir is None:
+        sys.stdout.write(bundle.files[0].content)
+        err = console(stderr=True)
+        for warning in bundle.warnings:
+            err.print(f"warning: {warning}", style="yellow")
+        return
+    from dlrig.provision.report import render_text
+
+    render_text(bundle, console())

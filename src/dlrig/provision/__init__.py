@@ -1,0 +1,55 @@
+"""`dlrig provision`: the files that set a GPU machine up, generated from its facts.
+
+    from dlrig import provision
+    facts = provision.gather(None, provision.Stated(gpu="rtx-4090", os="ubuntu-24.04", torch="2.9"), probe=False)
+    bundle = provision.generate("host", facts)
+    for f in bundle.files: print(f.path, f.description)
+
+One generator per target (host, env, docker, nccl, launch, power, monitor-k8s); each returns a
+`Bundle` of files and the decisions behind them. Templates live in `templates/`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from dlrig.provision.facts import Stated, gather
+from dlrig.provision.model import SCHEMA, SCHEMA_VERSION, Bundle, Decision, Facts, GeneratedFile
+
+TARGETS: dict[str, str] = {
+    "host": "dlrig.provision.host",
+    "env": "dlrig.provision.env",
+    "docker": "dlrig.provision.docker",
+    "nccl": "dlrig.provision.nccl",
+    "launch": "dlrig.provision.launch",
+    "power": "dlrig.provision.power",
+    "monitor-k8s": "dlrig.provision.k8s",
+}
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "TARGETS",
+    "Bundle",
+    "Decision",
+    "Facts",
+    "GeneratedFile",
+    "Stated",
+    "gather",
+    "generate",
+    "write",
+]
+
+
+def generate(target: str, facts: Facts, **options: Any) -> Bundle:
+    """Run one generator (its module is imported only now)."""
+    module = importlib.import_module(TARGETS[target])
+    bundle: Bundle = module.generate(facts, **options)
+    return bundle
+
+
+def write(bundle: Bundle, out_dir: Any, overwrite: bool = False) -> Bundle:
+    from dlrig.provision.output import write_bundle
+
+    return write_bundle(bundle, out_dir, overwrite)

@@ -1,0 +1,150 @@
+"""Facts for the generators: from a live probe, a snapshot, or stated on the command line.
+
+Stated facts win over probed ones, so `--machine box.json --torch 2.9` plans torch 2.9 for
+that box whatever torch it has now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlrig.errors import InputError
+from dlrig.machine.model import Machine
+from dlrig.provision.model import Facts
+
+
+@dataclass(frozen=True)
+class Stated:
+    gpu: str | None = None  # catalogue id or alias
+    gpu_count: int | None = None
+    os: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    python: str | None = None
+    driver: str | None = None
+
+
+def _architecture(name: str | None, capability: str | None) -> str | None:
+    """The GPU architecture: the catalogue's, else NVIDIA's name patterns, else by capability."""
+    import re
+
+    from dlrig.knowledge import gpus
+    from dlrig.knowledge.tables import rows
+
+    if name:
+        spec = gpus.catalogue().resolve(name)
+        if spec is not None and spec.architecture:
+            return spec.architecture
+        lowered = name.lower().replace("geforce", " ").replace("nvidia", " ")
+        for row in rows("gpu_compute_capability"):
+            if re.search(row["pattern"], lowered, re.I):
+                return row["architecture"]
+    if capability:
+        for row in rows("gpu_compute_capability"):
+            if row["compute_capability"] == capability:
+                return row["architecture"]
+    return None
+
+
+def from_machine(machine: Machine, origin: str) -> Facts:
+    from dlrig.knowledge import gpus
+    from dlrig.knowledge.provision import match_os_release
+
+    gpu_list = machine.gpus or ()
+    name = gpu_list[0].name if gpu_list else None
+    spec = gpus.catalogue().resolve(name) if name else None
+    capability = gpu_list[0].compute_capability if gpu_list else None
+    if capability is None and name:
+        capability = gpus.compute_capability(name)[0]
+    torch = (
+        machine.frameworks.torch.version
+        if machine.frameworks and machine.frameworks.torch
+        else None
+    )
+    cuda = machine.cuda_toolkit.nvcc_version if machine.cuda_toolkit else None
+    return Facts(
+        origin=origin,
+        gpu=spec,
+        gpu_name=name,
+        gpu_count=len(gpu_list) if machine.gpus is not None else None,
+        compute_capability=capability,
+        architecture=_architecture(name, capability),
+        os=match_os_release(machine.os.name) if machine.os and machine.os.name else None,
+        driver_version=machine.driver.version if machine.driver else None,
+        torch=torch,
+        cuda=".".join(cuda.split(".")[:2]) if cuda else None,
+        python=(machine.frameworks.python_version if machine.frameworks else None)
+        or (machine.os.python_version if machine.os else None),
+        machine=machine,
+    )
+
+
+def apply_stated(facts: Facts, stated: Stated) -> Facts:
+    from dataclasses import replace
+
+    from dlrig.knowledge import gpus
+    from dlrig.knowledge.provision import os_release
+
+    changes: dict[str, Any] = {}
+    if stated.gpu:
+        spec = gpus.catalogue().resolve(stated.gpu)
+        if spec is None:
+            close = gpus.catalogue().suggestions(stated.gpu)
+            raise InputError(
+                f"--gpu {stated.gpu}: not a GPU model in the catalogue",
+                fix=("did you mean " + ", ".join(close) + "? " if close else "")
+                + "list them with: dlrig fit --list-gpus",
+            )
+        if spec.vendor != "nvidia":
+            raise InputError(
+                f"--gpu {stated.gpu}: dlrig provision writes NVIDIA stacks; {spec.name} is {spec.vendor}",
+                fix="give an NVIDIA GPU model",
+            )
+        changes.update(
+            gpu=spec,
+            gpu_name=spec.name,
+            compute_capability=spec.compute_capability,
+            architecture=spec.architecture,
+        )
+        if facts.gpu_count is None and stated.gpu_count is None:
+            changes["gpu_count"] = 1
+    if stated.gpu_count is not None:
+        changes["gpu_count"] = stated.gpu_count
+    if stated.os:
+        changes["os"] = os_release(stated.os)
+    for name in ("torch", "cuda", "python"):
+        value = getattr(stated, name)
+        if value:
+            changes[name] = value
+    if stated.driver:
+        changes["driver_version"] = stated.driver
+    if not changes:
+        return facts
+    origin = facts.origin if facts.origin != "stated facts" else "stated facts"
+    if facts.machine is not None:
+        origin = f"{facts.origin} with stated facts"
+    return replace(facts, origin=origin, **changes)
+
+
+def gather(
+    machine_path: Path | None, stated: Stated, probe: bool, argv: tuple[str, ...] = ()
+) -> Facts:
+    """The facts for one run: a snapshot, a live probe (when asked) or nothing, then the
+    stated facts on top."""
+    from dataclasses import replace
+
+    facts = Facts(origin="stated facts")
+    if machine_path is not None:
+        from dlrig.machine import readers
+
+        machine = readers.load(machine_path)
+        host = machine.origin.hostname
+        facts = from_machine(machine, f"snapshot {machine_path}" + (f" ({host})" if host else ""))
+    elif probe:
+        from dlrig.machine import probe as live
+
+        machine = live.collect()
+        facts = from_machine(machine, f"live probe of {machine.origin.hostname or 'this machine'}")
+    return replace(apply_stated(facts, stated), argv=argv)

@@ -1,0 +1,141 @@
+"""What every generator takes (Facts) and gives back (a Bundle of generated files)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dlrig.knowledge.gpus import GpuSpec
+    from dlrig.knowledge.provision import OsRelease
+    from dlrig.machine.model import Machine
+
+SCHEMA = "dlrig.provision"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The machine a file is generated for: probed, read from a snapshot, or stated."""
+
+    origin: str  # "live probe of gpu01" | "snapshot box.json (gpu01)" | "stated facts"
+    gpu: GpuSpec | None = None
+    gpu_name: str | None = None  # as nvidia-smi spells it, or the catalogue name
+    gpu_count: int | None = None
+    compute_capability: str | None = None
+    architecture: str | None = None  # volta | ampere | hopper | ...
+    os: OsRelease | None = None
+    driver_version: str | None = None
+    torch: str | None = None  # the torch release wanted (stated) or installed (snapshot)
+    cuda: str | None = None  # the CUDA toolkit wanted on the host ("12.8")
+    python: str | None = None  # "3.11"
+    machine: Machine | None = None
+    argv: tuple[str, ...] = ()  # the command line that made the files, for the header
+
+    def summary(self) -> str:
+        """One line for file headers: what the choices rest on."""
+        parts = []
+        if self.gpu_name:
+            arch = ", ".join(
+                p
+                for p in (
+                    self.architecture,
+                    f"sm {self.compute_capability}" if self.compute_capability else None,
+                )
+                if p
+            )
+            count = f"{self.gpu_count}x " if self.gpu_count else ""
+            parts.append(f"{count}{self.gpu_name}" + (f" ({arch})" if arch else ""))
+        if self.os is not None:
+            parts.append(self.os.name)
+        if self.driver_version:
+            parts.append(f"driver {self.driver_version}")
+        if self.torch:
+            parts.append(f"torch {self.torch}")
+        if self.cuda:
+            parts.append(f"CUDA {self.cuda}")
+        if self.python:
+            parts.append(f"Python {self.python}")
+        return "; ".join(parts) or "no machine facts"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin,
+            "gpu": self.gpu.id if self.gpu else None,
+            "gpu_name": self.gpu_name,
+            "gpu_count": self.gpu_count,
+            "compute_capability": self.compute_capability,
+            "architecture": self.architecture,
+            "os": self.os.id if self.os else None,
+            "driver_version": self.driver_version,
+            "torch": self.torch,
+            "cuda": self.cuda,
+            "python": self.python,
+        }
+
+
+@dataclass(frozen=True)
+class GeneratedFile:
+    path: str  # relative to --out
+    content: str
+    kind: str  # shell | dockerfile | yaml | conf | requirements | systemd | text
+    description: str
+    executable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "description": self.description,
+            "executable": self.executable,
+            "bytes": len(self.content.encode()),
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A choice a generator made, why, and the table row it rests on."""
+
+    what: str
+    choice: str
+    why: str
+    source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"what": self.what, "choice": self.choice, "why": self.why, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Bundle:
+    target: str
+    facts: Facts
+    files: tuple[GeneratedFile, ...]
+    decisions: tuple[Decision, ...] = ()
+    warnings: tuple[str, ...] = ()
+    written: tuple[str, ...] = field(default=())  # paths on disk once written
+
+    def file(self, path: str) -> GeneratedFile:
+        for generated in self.files:
+            if generated.path == path:
+                return generated
+        raise KeyError(path)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dlrig.report import envelope
+
+        files = []
+        for index, generated in enumerate(self.files):
+            entry = generated.to_dict()
+            entry["written_to"] = self.written[index] if index < len(self.written) else None
+            files.append(entry)
+        return envelope(
+            SCHEMA,
+            SCHEMA_VERSION,
+            {
+                "target": self.target,
+                "facts": self.facts.to_dict(),
+                "files": files,
+                "decisions": [d.to_dict() for d in self.decisions],
+                "warnings": list(self.warnings),
+            },
+        )

@@ -1,0 +1,139 @@
+"""`dlrig provision nccl`: /etc/nccl.conf from the machine's network facts.
+
+NCCL_SOCKET_IFNAME names the interfaces of the cluster network (up, with an IPv4 address,
+not loopback, docker or virtual), NCCL_IB_HCA the RDMA adapters when there are any. Settings
+from the snapshot's nccl.conf or `--set` are kept when they are system settings and refused
+when NCCL's documentation files them under debugging (provision_nccl_variables.csv).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlrig.errors import InputError
+from dlrig.provision.model import Bundle, Decision, Facts, GeneratedFile
+from dlrig.provision.render import header, render
+
+
+@dataclass(frozen=True)
+class NcclOptions:
+    socket_ifname: str | None = None
+    ib_hca: str | None = None
+    settings: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE
+    keep_existing: bool = True  # carry over the snapshot's nccl.conf (minus refused keys)
+
+
+def _cluster_interfaces(facts: Facts) -> list[str]:
+    network = facts.machine.network if facts.machine else None
+    if not network:
+        return []
+    chosen = []
+    for interface in network:
+        if interface.kind not in {"ethernet", "infiniband"} or interface.operstate not in {
+            "up",
+            None,
+        }:
+            continue
+        if interface.name.startswith(("docker", "veth", "virbr", "br-", "cni", "flannel", "cali")):
+            continue
+        if interface.ipv4 or interface.kind == "infiniband":
+            chosen.append(interface.name)
+    return chosen
+
+
+def _hcas(facts: Facts) -> list[str]:
+    network = facts.machine.network if facts.machine else None
+    return sorted(
+        {i.rdma_device for i in network or () if i.rdma_device and i.operstate in {"up", None}}
+    )
+
+
+def refused(key: str, value: str) -> str | None:
+    """Why a setting may not be kept in nccl.conf (None when it may)."""
+    from dlrig.knowledge.provision import nccl_variables
+
+    known = nccl_variables().get(key)
+    if known is not None and known.refuses(value):
+        return f"{key}={value}: {known.reason}"
+    return None
+
+
+def generate(facts: Facts, options: NcclOptions | None = None, **kwargs: object) -> Bundle:
+    from dlrig.knowledge.provision import nccl_variables
+
+    options = options or NcclOptions(**kwargs)  # type: ignore[arg-type]
+    variables = nccl_variables()
+    settings: dict[str, tuple[str, str]] = {}
+    decisions: list[Decision] = []
+    warnings: list[str] = []
+
+    def offer(key: str, value: str, why: str, stated: bool) -> None:
+        if not key.startswith("NCCL_"):
+            raise InputError(
+                f"--set {key}={value}: not an NCCL variable", fix="give NCCL_* variables only"
+            )
+        reason = refused(key, value)
+        if reason is not None:
+            known = variables[key]
+            if stated:
+                raise InputError(
+                    f"--set {reason}; NCCL's docs file it under {known.category} settings that must not "
+                    "be kept in a system file",
+                    fix=f"drop it; set it per job while debugging (e.g. `{key}={value} torchrun ...`)",
+                )
+            warnings.append(f"refused {reason} ({why}); source: {known.source}")
+            decisions.append(Decision(key, "refused", reason, known.source))
+            return
+        settings[key] = (value, why)
+
+    if facts.machine is not None and facts.machine.nccl is not None and options.keep_existing:
+        files = ", ".join(facts.machine.nccl.conf_files) or "nccl.conf"
+        for key, value in facts.machine.nccl.conf:
+            offer(key, value, f"kept from {files}", stated=False)
+    interfaces = _cluster_interfaces(facts)
+    if options.socket_ifname:
+        offer(
+            "NCCL_SOCKET_IFNAME", options.socket_ifname, "stated with --socket-ifname", stated=True
+        )
+    elif interfaces:
+        value = "=" + ",".join(interfaces) if len(interfaces) == 1 else ",".join(interfaces)
+        offer(
+            "NCCL_SOCKET_IFNAME",
+            value,
+            f"the cluster network: up interface(s) with an address ({', '.join(interfaces)}); "
+            "'=' matches the exact name",
+            stated=False,
+        )
+    hcas = _hcas(facts)
+    if options.ib_hca:
+        offer("NCCL_IB_HCA", options.ib_hca, "stated with --ib-hca", stated=True)
+    elif hcas:
+        offer(
+            "NCCL_IB_HCA",
+            "=" + ",".join(hcas),
+            f"RDMA adapters on this machine: {', '.join(hcas)}",
+            stated=False,
+        )
+    for key, value in options.settings:
+        offer(key, value, "stated with --set", stated=True)
+    if facts.machine is None and not settings:
+        warnings.append(
+            "no machine facts (give --machine SNAPSHOT): nothing machine-specific was set"
+        )
+    rows = [(k, v, why) for k, (v, why) in settings.items()]
+    for key, (value, why) in settings.items():
+        decisions.append(
+            Decision(key, value, why, variables[key].source if key in variables else None)
+        )
+    text = render("nccl/nccl.conf.j2", header=header(facts, "nccl"), settings=rows)
+    return Bundle(
+        target="nccl",
+        facts=facts,
+        files=(
+            GeneratedFile(
+                "nccl.conf", text, "conf", "system-wide NCCL settings for /etc/nccl.conf"
+            ),
+        ),
+        decisions=tuple(decisions),
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,236 @@
+"""The software stack a machine gets: every package choice comes from the resolver
+(`dlrig.knowledge.resolver`) and the provision tables, never from a formula here.
+
+- torch, torchvision, torchaudio, the CUDA wheel variant and its index: `resolver.resolve`;
+- the driver branch: the resolver's branch rule (`install_commands.branch_for`: a supported
+  long-term branch at or above the minimum the stack needs), capped by the newest branch that
+  still supports the GPU architecture (`provision_driver_policy.csv`);
+- open or proprietary kernel modules: `provision_driver_policy.csv`;
+- the CUDA toolkit's own driver minimum: NVIDIA's Table 3 (`cuda_driver_minimum.csv`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from dlrig.errors import InputError
+from dlrig.knowledge.versions import Version, minor_of
+from dlrig.provision.model import Decision, Facts
+
+
+@dataclass(frozen=True)
+class DriverChoice:
+    branch: str  # "580"
+    kernel_modules: str  # open | proprietary
+    min_version: str | None  # the lowest driver the stack runs on
+    decisions: tuple[Decision, ...]
+
+
+@dataclass(frozen=True)
+class TorchChoice:
+    torch_minor: str
+    requirements: tuple[str, ...]  # ("torch==2.9.*", "torchvision==0.24.*", ...)
+    cuda_variant: str  # "cu128" | "cpu"
+    cuda_version: str | None
+    index_url: str | None
+    pip_option: str | None  # --index-url | --extra-index-url | -f
+    pip_source: str | None  # the URL pip is pointed at
+    min_driver: str | None
+    python: str  # the Python the environment gets
+    decisions: tuple[Decision, ...]
+
+
+def _today() -> dt.date:
+    return dt.datetime.now(dt.UTC).date()
+
+
+def torch_choice(
+    facts: Facts, cuda_variant: str | None = None, prefer_python: tuple[str, ...] = ()
+) -> TorchChoice:
+    """torch + companions + index for these facts, from the resolver."""
+    from dlrig.knowledge.resolver import Request, resolve
+    from dlrig.knowledge.versions import local_variant
+
+    capabilities = (facts.compute_capability,) if facts.compute_capability else ()
+    # "1.12.0+cu116" (as the seeds write it) names the wheel variant too.
+    cuda_variant = cuda_variant or local_variant(facts.torch)
+    request = Request(
+        compute_capabilities=capabilities,
+        driver_version=facts.driver_version,
+        torch_version=facts.torch,
+        torch_exact=facts.torch is not None,
+        cuda_variant=cuda_variant,
+        # Provisioning sets a GPU machine up: a CUDA wheel even when no GPU is named.
+        need_cuda=cuda_variant != "cpu",
+    )
+    answer = resolve(request)
+    install = answer.install
+    if install is None:
+        raise InputError(
+            "no published PyTorch wheel fits: " + "; ".join(answer.problems or ("unknown",)),
+            fix="state another --torch, or check the GPU with --gpu",
+        )
+    decisions = [
+        Decision(
+            "torch",
+            " ".join(install.requirements()),
+            "; ".join(answer.reasons) or "resolver's choice",
+            "; ".join(install.sources[:2]) or None,
+        ),
+        Decision(
+            "wheel index",
+            f"{install.pip_option} {install.source_url}" if install.source_url else "PyPI",
+            f"torch {install.torch_minor} {install.cuda_variant} wheels live there",
+            install.sources[-1] if install.sources else None,
+        ),
+    ]
+    if answer.driver_upgrade is not None:
+        decisions.append(
+            Decision("driver", answer.driver_upgrade.min_version, answer.driver_upgrade.text())
+        )
+    python, python_decision = _python_for(install.torch_minor, facts.python, prefer_python)
+    decisions.append(python_decision)
+    return TorchChoice(
+        torch_minor=install.torch_minor,
+        requirements=install.requirements(),
+        cuda_variant=install.cuda_variant,
+        cuda_version=install.cuda_version,
+        index_url=install.index_url,
+        pip_option=install.pip_option,
+        pip_source=install.source_url,
+        min_driver=install.min_driver,
+        python=python,
+        decisions=tuple(decisions),
+    )
+
+
+def _python_for(
+    torch_minor: str, wanted: str | None, prefer: tuple[str, ...] = ()
+) -> tuple[str, Decision]:
+    from dlrig.knowledge.provision import torch_python
+
+    span = torch_python(torch_minor)
+    if span is None:
+        chosen = minor_of(wanted) or "3.11"
+        return chosen, Decision(
+            "python", chosen, f"no Python range recorded for torch {torch_minor}"
+        )
+    low, high, source = span
+    if wanted:
+        chosen = minor_of(wanted) or wanted
+        version = Version.parse(chosen)
+        if version is not None and not (Version.parse(low) or version) <= version <= (
+            Version.parse(high) or version
+        ):
+            raise InputError(
+                f"--python {wanted}: torch {torch_minor} has wheels for Python {low} to {high} only",
+                fix=f"use --python {high}, or a newer --torch",
+            )
+        return chosen, Decision(
+            "python", chosen, f"from the facts; torch {torch_minor} supports {low}-{high}", source
+        )
+    # From `prefer` (the Pythons a base image ships) the newest that fits; otherwise the newest
+    # the release supports but not past 3.12: the newest Pythons lag in other packages' wheels.
+    floor, top = Version.parse(low) or Version((3,)), Version.parse(high) or Version((3, 99))
+    fitting = [c for c in prefer if floor <= (Version.parse(c) or floor) <= top]
+    if prefer and not fitting:
+        raise InputError(
+            f"torch {torch_minor} has wheels for Python {low}-{high}; none of {', '.join(prefer)} fits",
+            fix="state another --torch",
+        )
+    if fitting:
+        text = max(fitting, key=lambda c: Version.parse(c) or floor)
+    else:
+        newest = min(top, Version((3, 12)))
+        text = low if floor > newest else f"{newest.major}.{newest.minor}"
+    return text, Decision(
+        "python", text, f"torch {torch_minor} has wheels for Python {low}-{high}", source
+    )
+
+
+def driver_choice(
+    facts: Facts, needs_cuda: tuple[str, ...] = (), needs_driver: tuple[str, ...] = ()
+) -> DriverChoice:
+    """The driver branch and kernel-module flavour for the GPUs and the CUDA releases wanted."""
+    from dlrig.knowledge import cuda as cuda_knowledge
+    from dlrig.knowledge.install_commands import branch_for
+    from dlrig.knowledge.provision import driver_policies
+
+    decisions: list[Decision] = []
+    minimum = Version((0,))
+    for cuda in needs_cuda:
+        requirement = cuda_knowledge.driver_requirement(cuda)
+        if requirement is None:
+            raise InputError(
+                f"--cuda {cuda}: not a CUDA release in the tables", fix="give e.g. --cuda 12.8"
+            )
+        decisions.append(
+            Decision(
+                f"driver for CUDA {requirement.cuda}",
+                f">= {requirement.full_support}",
+                "NVIDIA's minimum for the toolkit (Table 3)",
+                requirement.full_support_source,
+            )
+        )
+        minimum = max(minimum, requirement.full_support)
+    for text in needs_driver:
+        version = Version.parse(text)
+        if version is not None:
+            minimum = max(minimum, version)
+    policy = driver_policies().get(facts.architecture or "")
+    if facts.architecture and policy is None:
+        raise InputError(
+            f"{facts.gpu_name or 'the GPU'}: architecture {facts.architecture} has no driver policy",
+            fix="give an NVIDIA data-centre or GeForce GPU of Maxwell or newer with --gpu",
+        )
+    if policy is not None and policy.kernel_modules == "unsupported":
+        raise InputError(
+            f"{facts.gpu_name}: {facts.architecture} GPUs are not supported by any current driver branch",
+            fix="this GPU needs a legacy driver (R470 or older), which dlrig does not provision",
+        )
+    branch = branch_for(minimum, _today())
+    if branch is None:
+        raise InputError(
+            f"no supported driver branch reaches {minimum}", fix="use an older --cuda or --torch"
+        )
+    chosen = int(branch.branch.lstrip("R"))
+    why = f"{branch.branch} ({branch.designation or 'branch'}) is the supported long-term branch at or above {minimum}"
+    if policy is not None and policy.last_branch and chosen > int(policy.last_branch):
+        cap = int(policy.last_branch)
+        if minimum.major > cap:
+            raise InputError(
+                f"{facts.gpu_name}: {facts.architecture} GPUs end at driver branch R{cap}, but the "
+                f"stack needs a driver >= {minimum}",
+                fix="choose an older --cuda/--torch (a CUDA 12.x wheel) for this GPU",
+            )
+        chosen = cap
+        why = f"R{cap} is the last branch that supports {facts.architecture} GPUs"
+    decisions.append(
+        Decision("driver branch", f"R{chosen}", why, policy.source if policy else branch.source)
+    )
+    modules = "open"
+    if policy is not None:
+        modules = "proprietary" if policy.kernel_modules == "proprietary" else "open"
+        decisions.append(
+            Decision(
+                "kernel modules",
+                modules,
+                f"{facts.architecture}: {policy.kernel_modules}",
+                policy.source,
+            )
+        )
+    else:
+        decisions.append(
+            Decision(
+                "kernel modules",
+                modules,
+                "GPU architecture unknown: open modules (the default since R560)",
+            )
+        )
+    return DriverChoice(
+        branch=str(chosen),
+        kernel_modules=modules,
+        min_version=str(minimum) if minimum.parts != (0,) else None,
+        decisions=tuple(decisions),
+    )
