@@ -19,7 +19,7 @@ from dlrig.machine.processes import container_of_cgroup
 from dlrig.monitor import history, reading, report
 from dlrig.monitor.sample import GpuReading, Sample
 from dlrig.monitor.sampler import Sampler, bus_key
-from tests.conftest import NVSMI
+from tests.conftest import CORPUS, NVSMI
 
 H200 = NVSMI / "h200-capture-idle-load.txt"
 T4 = NVSMI / "tesla-t4-2procs-q-x.xml"
@@ -108,15 +108,16 @@ class _Faulty:
         self.lost: set[int] = set()
         self.failing: set[int] = set()
         self.hang: dict[int, threading.Event] = {}
+        from dlrig.machine.nvml import _module
+
+        # The real NVML binding's own error type; imported here, not inside a timed read.
+        self.nvml = _module()
 
     def read_gpu(self, index: int):
         if index in self.lost:
             raise GpuLost(f"nvmlDeviceGetMemoryInfo: GPU {index} is lost")
         if index in self.failing:
-            from dlrig.machine.nvml import _module
-
-            nvml = _module()  # the real NVML binding's own error type
-            raise nvml.NVMLError(nvml.NVML_ERROR_UNKNOWN)
+            raise self.nvml.NVMLError(self.nvml.NVML_ERROR_UNKNOWN)
         if index in self.hang:
             self.hang[index].wait()
         return self.inner.read_gpu(index)
@@ -359,3 +360,12 @@ def test_report_does_not_count_gaps_in_the_recording(tmp_path) -> None:
     assert [round(p.seconds) for p in gpu.idle_periods] == [120, 120]
     # "power.draw [W] = 77.71 W" for 240 s, not for a week
     assert gpu.energy_kwh == pytest.approx(77.71 * 240 / 3.6e6, rel=0.02)
+
+
+def test_replay_refuses_files_that_name_gpus_without_readings() -> None:
+    # A collect_env paste lists "GPU 0: NVIDIA H100 80GB HBM3" but measures nothing: replaying
+    # it would show a healthy idle GPU that nobody saw.
+    paste = CORPUS / "collect_env" / "sm90-h100-torch201-cu117-warning.txt"
+    assert "H100" in paste.read_text()
+    with pytest.raises(InputError, match="holds no GPU readings"):
+        ReplaySource([paste])

@@ -1,32 +1,62 @@
 """NvmlSource against NVML's Python API shape, answering with the H200 capture's recorded values.
 
 No GPU here, so the binding's functions are answered from the recording ("load" state of
-h200-capture-idle-load.txt, values restated below in NVML's own units: mW, MiB, KB/s). The real
-`nvidia-ml-py` module still supplies the constants, error classes and ctypes structures, so the
-unit conversions, the error mapping and the structure handling are the code under test.
+h200-capture-idle-load.txt, values restated below in NVML's own units: mW, MiB, KB/s; its
+`nvidia-smi nvlink -s` section lists links 0-17). The MIG variant answers from the H100 MIG
+capture. The real `nvidia-ml-py` module still supplies the constants, error classes, ctypes
+structures (field values are real `c_nvmlFieldValue_t`) and the NVMLError subclass NVML's return
+code maps to, so the unit conversions, the error mapping and the structure handling are the
+code under test.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import threading
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from dlrig.machine import nvidia, nvml_gpu
 from dlrig.machine import nvml as nvml_gate
 from dlrig.machine.gpu_sources import GpuLost, NvmlSource
+from tests.conftest import ROOT
 
 MIB = 2**20
 REAL = nvml_gate._module()
+H200_LINKS = 18  # "nvidia-smi nvlink -s": Link 0 ... Link 17, 26.562 GB/s each
+
+
+def _error(code: int) -> Exception:
+    return REAL.NVMLError(code)  # the binding maps the code to its NVMLError_* subclass
+
+
+def _field(request: Any, answer: float | None, value_type: int = 1) -> Any:
+    """One real c_nvmlFieldValue_t as NVML fills it."""
+    value = REAL.c_nvmlFieldValue_t()
+    value.fieldId, value.scopeId = request if isinstance(request, tuple) else (request, 0)
+    value.valueType = value_type
+    if answer is None:
+        value.nvmlReturn = REAL.NVML_ERROR_NOT_SUPPORTED
+    else:
+        value.nvmlReturn = REAL.NVML_SUCCESS
+        setattr(value.value, {1: "uiVal", 3: "ullVal"}[value_type], int(answer))
+    return value
 
 
 class RecordedNvml:
     """Functions answer like NVML did on the recorded H200; the rest is the real binding."""
 
+    links = H200_LINKS
+    link_count_field = True  # drivers before R450 do not answer NVML_FI_DEV_NVLINK_LINK_COUNT
+
     def __init__(self, lost: bool = False) -> None:
         self.lost = lost
         self.xid_delivered = threading.Event()
+        self.links_asked: list[int] = []
+        self.field_requests: list[Any] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(REAL, name)
@@ -39,7 +69,35 @@ class RecordedNvml:
     nvmlDeviceGetRetiredPages = _unsupported  # "retired_pages.*: [N/A]" on this GPU
     nvmlDeviceGetRetiredPagesPendingStatus = _unsupported
     nvmlDeviceGetFanSpeed = _unsupported  # "fan.speed [%] = [N/A]"
-    nvmlDeviceGetFieldValues = _unsupported
+    nvmlDeviceGetPersistenceMode = staticmethod(lambda handle: 1)  # "persistence_mode = Enabled"
+
+    def nvmlDeviceGetFieldValues(self, handle: str, requests: list[Any]) -> list[Any]:
+        self.field_requests += list(requests)
+        answers = []
+        for request in requests:
+            field_id, link = request if isinstance(request, tuple) else (request, 0)
+            if field_id == REAL.NVML_FI_DEV_MEMORY_TEMP:
+                answers.append(_field(request, 40))  # "temperature.memory = 40"
+            elif field_id == REAL.NVML_FI_DEV_NVLINK_LINK_COUNT:
+                answers.append(_field(request, self.links if self.link_count_field else None))
+            elif field_id in (
+                REAL.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+                REAL.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
+            ):
+                # Not in the recording: each link answers 1000 + its number KiB (TX) and
+                # 2000 + its number (RX), so the sum shows every link was counted once.
+                base = 1000 if field_id == REAL.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX else 2000
+                answers.append(_field(request, base + link if link < self.links else None, 3))
+            else:
+                answers.append(_field(request, None))
+        return answers
+
+    def nvmlDeviceGetNvLinkState(self, handle: str, link: int) -> int:
+        self.links_asked.append(link)
+        if link >= self.links:  # NVML: "NVML_ERROR_INVALID_ARGUMENT if device or link is invalid"
+            raise _error(REAL.NVML_ERROR_INVALID_ARGUMENT)
+        return 1  # NVML_FEATURE_ENABLED: every link of the recording is up
+
     nvmlDeviceGetGraphicsRunningProcesses_v3 = staticmethod(lambda handle: [])
 
     def nvmlInit(self) -> None: ...
@@ -259,3 +317,162 @@ def test_xid_watcher_survives_a_gpu_that_is_lost(monkeypatch) -> None:
     finally:
         source.close()
     assert [e.code for e in events] == [119]
+
+
+class RecordedMigNvml(RecordedNvml):
+    """The H100 of h100-80gb-mig-4inst-capture-idle-load.txt, load state: MIG on, four
+    instances (the default table's "MIG devices" rows; profiles from SOURCES.md)."""
+
+    links = 0
+    link_count_field = False
+    # (name, GPU instance id, used MiB, total MiB, SMs) of MIG devices 0-3
+    MIG = (
+        ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", 2, 11091, 40448, 60),
+        ("NVIDIA H100 80GB HBM3 MIG 2g.20gb", 3, 17, 20096, 32),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 9, 9, 9984, 16),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 10, 9, 9984, 16),
+    )
+    nvmlDeviceGetUtilizationRates = RecordedNvml._unsupported  # "utilization.gpu = [N/A]"
+
+    def nvmlDeviceGetName(self, handle: str) -> str:
+        return self.MIG[int(handle[3:])][0] if handle.startswith("mig") else "NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetMigMode(self, handle: str) -> tuple[int, int]:
+        return (1, 1)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: str) -> int:
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: str, index: int) -> str:
+        if index >= len(self.MIG):
+            raise _error(REAL.NVML_ERROR_NOT_FOUND)
+        return f"mig{index}"
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: str) -> int:
+        return self.MIG[int(handle[3:])][1]
+
+    def nvmlDeviceGetAttributes_v2(self, handle: str) -> Any:
+        return SimpleNamespace(multiprocessorCount=self.MIG[int(handle[3:])][4])
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str, version: int | None = None) -> Any:
+        if handle.startswith("mig"):
+            _, _, used, total, _ = self.MIG[int(handle[3:])]
+            return SimpleNamespace(total=total * MIB, used=used * MIB, free=(total - used) * MIB)
+        return SimpleNamespace(total=81559 * MIB, used=11125 * MIB, free=70434 * MIB)
+
+    def nvmlDeviceGetNvLinkState(self, handle: str, link: int) -> int:
+        self.links_asked.append(link)
+        # nvidia-smi nvlink -s: "Nvlink queries are not supported for Devices in MIG mode"
+        raise _error(REAL.NVML_ERROR_NOT_SUPPORTED)
+
+
+def _doctor_gpus(fake: RecordedNvml, monkeypatch) -> tuple[tuple[Any, ...], Any]:
+    monkeypatch.setattr(nvml_gate, "_module", lambda: fake)
+    with nvml_gate.open_session() as nv:
+        return nvidia._gpus(nv, 1)
+
+
+def _monitor_gpu(fake: RecordedNvml, monkeypatch) -> Any:
+    monkeypatch.setattr(nvml_gate, "_module", lambda: fake)
+    source = NvmlSource(xid_events=False)
+    try:
+        return source.read_gpu(0)
+    finally:
+        source.close()
+
+
+@pytest.mark.parametrize("fake_class", [RecordedNvml, RecordedMigNvml])
+def test_doctor_and_monitor_build_the_same_gpu(fake_class, monkeypatch) -> None:
+    (doctor_gpu,), _ = _doctor_gpus(fake_class(), monkeypatch)
+    monitor_gpu = _monitor_gpu(fake_class(), monkeypatch)
+    # The only difference: doctor's snapshot skips the two 20 ms PCIe throughput samples.
+    assert doctor_gpu == dataclasses.replace(
+        monitor_gpu, pcie_tx_bytes_per_second=None, pcie_rx_bytes_per_second=None
+    )
+    # Fields the two readers used to disagree on.
+    assert doctor_gpu.memory_clock_mhz == 3201 and doctor_gpu.memory_clock_max_mhz == 3201
+    assert doctor_gpu.memory_temperature_c == 40.0
+    assert monitor_gpu.persistence_mode is True
+
+
+def test_mig_instances_come_with_profile_instance_memory_and_sms(monkeypatch) -> None:
+    (gpu,), links = _doctor_gpus(RecordedMigNvml(), monkeypatch)
+    assert gpu.mig_mode_enabled is True and gpu.utilization_gpu_percent is None
+    assert [(m.index, m.profile, m.gpu_instance_id, m.sm_count) for m in gpu.mig_devices] == [
+        (0, "3g.40gb", 2, 60),
+        (1, "2g.20gb", 3, 32),
+        (2, "1g.10gb", 9, 16),
+        (3, "1g.10gb", 10, 16),
+    ]
+    # "11091MiB / 40448MiB" for MIG device 0
+    first = gpu.mig_devices[0]
+    assert (first.memory_used_bytes, first.memory_total_bytes) == (11091 * MIB, 40448 * MIB)
+    assert links is None  # MIG mode: NVML answers no link, so nothing is claimed about NVLink
+
+
+def test_nvlink_is_read_for_the_links_the_device_has(recorded) -> None:
+    source = NvmlSource(xid_events=False)
+    try:
+        gpu = source.read_gpu(0)
+        source.read_gpu(0)
+    finally:
+        source.close()
+    # Every link's counter once, KiB -> bytes.
+    assert gpu.nvlink_tx_bytes == sum(1000 + link for link in range(H200_LINKS)) * 1024
+    assert gpu.nvlink_rx_bytes == sum(2000 + link for link in range(H200_LINKS)) * 1024
+    scopes = [r[1] for r in recorded.field_requests if isinstance(r, tuple)]
+    assert max(scopes) == H200_LINKS - 1  # never past the device's last link (NVML knows 36)
+    assert len(scopes) == 2 * 2 * H200_LINKS  # TX and RX, two readings
+    # The link count was read once (static), from NVML_FI_DEV_NVLINK_LINK_COUNT.
+    assert recorded.field_requests.count(REAL.NVML_FI_DEV_NVLINK_LINK_COUNT) == 1
+    assert recorded.links_asked == []
+
+
+def test_doctor_counts_active_links_of_each_gpu(recorded) -> None:
+    with nvml_gate.open_session() as nv:
+        _, links = nvidia._gpus(nv, 1)
+    assert links == (H200_LINKS,)
+    assert recorded.links_asked == list(range(H200_LINKS))
+
+
+def test_link_count_without_the_field_stops_at_the_first_link_nvml_refuses(monkeypatch) -> None:
+    fake = RecordedNvml()
+    fake.link_count_field = False
+    monkeypatch.setattr(nvml_gate, "_module", lambda: fake)
+    with nvml_gate.open_session() as nv:
+        assert nvml_gpu.nvlink_link_count(nv, "gpu0") == H200_LINKS
+    # Links 0-17 answer, 18 is INVALID_ARGUMENT: 19 questions, not NVML_NVLINK_MAX_LINKS.
+    assert fake.links_asked == list(range(H200_LINKS + 1))
+    assert REAL.NVML_NVLINK_MAX_LINKS > H200_LINKS + 1
+
+
+def test_an_unknown_nvml_function_raises_at_once() -> None:
+    session = nvml_gate.NvmlSession(REAL)
+    with pytest.raises(nvml_gate.UnknownNvmlFunction, match="nvmlDeviceGetPowerUsge"):
+        session.get("nvmlDeviceGetPowerUsge", None)
+    with pytest.raises(nvml_gate.UnknownNvmlFunction):
+        session.first(("nvmlDeviceGetPowerUsge", "nvmlDeviceGetPowrUsage"), None)
+    assert issubclass(nvml_gate.UnknownNvmlFunction, AttributeError)
+    assert not issubclass(nvml_gate.UnknownNvmlFunction, REAL.NVMLError)
+
+
+# How dlrig names a binding attribute: a string given to NvmlSession.get/first or getattr
+# ("nvmlDeviceGetPowerUsage", "NVML_FI_DEV_MEMORY_TEMP"), or an attribute of the module, which
+# dlrig's code always calls `nvml` (nvml.NVML_CLOCK_SM, nv.nvml.nvmlEventSetCreate).
+_NVML_NAME = (
+    re.compile(r"""["']((?:nvml|NVML_|NVMLError_|c_nvml)[A-Za-z0-9_]+)["']"""),
+    re.compile(r"\bnvml\.((?:nvml|NVML|c_nvml)[A-Za-z0-9_]*)"),
+)
+
+
+def test_every_nvml_name_dlrig_uses_exists_in_the_installed_binding() -> None:
+    used: dict[str, str] = {}
+    for path in sorted((ROOT / "src" / "dlrig").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for pattern in _NVML_NAME:
+            for name in pattern.findall(text):
+                used.setdefault(name, str(path.relative_to(ROOT)))
+    # The sampler's and doctor's calls, the constants they pass and the errors they catch.
+    assert len(used) > 60, sorted(used)
+    missing = {name: where for name, where in used.items() if not hasattr(REAL, name)}
+    assert not missing, missing

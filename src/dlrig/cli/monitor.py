@@ -1,154 +1,132 @@
-"""`dlrig monitor`: what are my GPUs doing right now (live view, exporter, history, alerts)?"""
+"""`dlrig monitor`: what are my GPUs doing right now (live view, exporter, history, alerts)?
+
+A thin shell over `dlrig.monitor`: the library samples, serves and records; this module turns
+options into calls and waits. Stopping is `dlrig.lifecycle`'s: SIGINT, SIGTERM and SIGHUP raise
+`Stopped` wherever the command is waiting, every `with`/`finally` below releases what it holds
+(NVML, the port, the terminal, the history), and `dlrig` exits 130/143/129.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from dlrig.cli.common import console, console_wide, json_option, print_json
-from dlrig.errors import DlrigError, InputError
+from dlrig.cli.monitor_options import (
+    GROUP_VALUES,
+    SourceSettings,
+    out_option,
+    out_path,
+    remember_group_values,
+    source_options,
+    source_settings,
+)
+from dlrig.cli.monitor_record import record_capture, record_history
+from dlrig.errors import InputError
+from dlrig.report import envelope
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def source_options(function: F) -> F:
-    """Where readings come from: NVML, or recorded files."""
-    options = [
-        click.option(
-            "--replay",
-            "replay",
-            multiple=True,
-            metavar="FILE",
-            help="Replay recorded nvidia-smi output (-q -x XML, --query-gpu CSV, -q text, a "
-            "capture from `monitor record --to`, a kernel log for Xid events). Repeatable.",
-        ),
-        click.option(
-            "--replay-state", help="Replay only this state of a capture (e.g. idle, load)."
-        ),
-        click.option(
-            "--frame-seconds",
-            type=float,
-            default=30.0,
-            show_default=True,
-            help="Seconds each replayed state/file is shown before the next.",
-        ),
-        click.option(
-            "--replicate",
-            type=int,
-            help="Replay each recorded GPU N times (to try an N-GPU setup with a 1-GPU file).",
-        ),
-        click.option(
-            "--interval",
-            type=float,
-            default=1.0,
-            show_default=True,
-            help="Seconds between samples.",
-        ),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+_STOPPED = "130/143/129 stopped by SIGINT/SIGTERM/SIGHUP, after releasing NVML and the terminal"
+MONITOR_EXIT = (
+    "Exit codes: 0 shown (also where no GPU can be read: the view says why); 2 bad usage or a "
+    f"--replay file that cannot be read; {_STOPPED}."
+)
+SERVE_EXIT = (
+    "Exit codes: 0 stopped after --duration; 2 bad usage, a port that cannot be bound or a --db "
+    f"that cannot be opened (said at once); {_STOPPED} (systemd stops with SIGTERM: 143)."
+)
+RECORD_EXIT = (
+    "Exit codes: 0 recorded; 1 nvidia-smi failed (--out) or the history could not be written "
+    f"(--db; what was written is kept); 2 bad usage or input; {_STOPPED}; the summary is "
+    "printed either way."
+)
+REPORT_EXIT = "Exit codes: 0 reported; 2 not a history database, or bad options."
+ASSETS_EXIT = "Exit codes: 0 written; 2 the folder cannot be created or written."
 
 
-def _open(
-    replay: tuple[str, ...],
-    replay_state: str | None,
-    frame_seconds: float,
-    replicate: int | None,
-    interval: float,
-) -> Any:
-    from dlrig import monitor
-
-    if not 0.05 <= interval <= 3600:
-        raise InputError(
-            f"--interval {interval} is out of range", fix="give seconds between 0.05 and 3600"
-        )
-    return monitor.open_source(replay, replay_state, frame_seconds, replicate)
-
-
-def _run_until_signal(seconds: float | None, stop: threading.Event | None = None) -> None:
-    """Sleep until SIGINT/SIGTERM (systemd stops services with SIGTERM), `seconds` pass, or
-    `stop` is set."""
-    stop = stop or threading.Event()
-
-    def handler(signum: int, frame: Any) -> None:
-        stop.set()
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        stop.wait(seconds)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@click.group("monitor", invoke_without_command=True)
+@click.group("monitor", invoke_without_command=True, epilog=MONITOR_EXIT)
 @source_options
 @click.option("--once", is_flag=True, help="Print one reading and exit (with --json for scripts).")
 @json_option
 @click.pass_context
-def monitor_command(
-    ctx: click.Context,
-    replay: tuple[str, ...],
-    replay_state: str | None,
-    frame_seconds: float,
-    replicate: int | None,
-    interval: float,
-    once: bool,
-    as_json: bool,
-) -> None:
+def monitor_command(ctx: click.Context, /, once: bool, as_json: bool, **values: Any) -> None:
     """Live view of the GPUs and the host, with a one-line reading of what it means.
 
     Subcommands: serve (Prometheus exporter), record (capture or history), report (history
-    summary), assets (alert rules and Grafana dashboard)."""
+    summary), assets (alert rules and Grafana dashboards). Source options (--replay,
+    --interval, --gpu-index, ...) can be given here or to the subcommand."""
     if ctx.invoked_subcommand is not None:
+        if once:
+            raise InputError(
+                f"--once is for the live view, not `monitor {ctx.invoked_subcommand}`",
+                fix="drop --once, or drop the subcommand",
+            )
+        remember_group_values(ctx, {**values, "as_json": as_json})
         return
+    if as_json and not once:
+        raise InputError("--json needs --once", fix="add --once for a single JSON reading")
+    settings = source_settings(ctx, values)
+    if once:
+        _once(settings, as_json)
+    else:
+        _live(settings)
+
+
+def _once(settings: SourceSettings, as_json: bool) -> None:
     from dlrig import monitor
     from dlrig.monitor import live
 
-    if as_json and not once:
-        raise InputError("--json needs --once", fix="add --once for a single JSON reading")
-    source = _open(replay, replay_state, frame_seconds, replicate, interval)
-    if once:
-        samples = monitor.once(source, host=not replay)
+    source = settings.open()
+    samples = monitor.once(source, host=settings.host, gpu_indices=settings.gpu_index)
+    if as_json:
         readings = monitor.read_situation(samples)
-        if as_json:
-            print_json(monitor.sample_document(samples[-1], source.info, readings))
-        else:
-            console_wide().print(live.render(samples, title=source.info.description))
+        print_json(monitor.sample_document(samples[-1], source.info, readings))
         return
-    sampler = monitor.Sampler(source, interval_seconds=interval, host=not replay).start()
-    out = console_wide()
+    info = source.info
+    console_wide().print(live.render(samples, title=info.description, note=info.note))
+
+
+def _live(settings: SourceSettings) -> None:
     from rich.live import Live
 
+    from dlrig import monitor
+    from dlrig.monitor import live
+
+    source = settings.open()
     try:
+        sampler = monitor.Sampler(
+            source,
+            interval_seconds=settings.interval,
+            host=settings.host,
+            gpu_indices=settings.gpu_index,
+        )
+    except BaseException:
+        source.close()
+        raise
+    info = source.info
+    try:
+        sampler.start()
+        # Live hides the cursor and redraws in place; leaving the block (a signal's Stopped
+        # included) shows the cursor again and leaves the last frame on screen.
         with Live(
-            live.render([], source.info.description),
-            console=out,
+            live.render([], info.description),
+            console=console_wide(),
             refresh_per_second=4,
             screen=False,
         ) as view:
             last = 0
             while True:
-                sample = sampler.wait_for_sample(after=last, timeout=interval * 5)
+                sample = sampler.wait_for_sample(after=last, timeout=settings.interval * 5)
                 if sample is not None and sample.sequence != last:
                     last = sample.sequence
-                    view.update(live.render(sampler.history(), source.info.description))
-    except KeyboardInterrupt:
-        pass
+                    view.update(live.render(sampler.history(), info.description, info.note))
     finally:
-        sampler.stop()
+        sampler.stop()  # joins the sampler, closes the source (NVML shutdown)
 
 
-@monitor_command.command("serve")
+@monitor_command.command("serve", epilog=SERVE_EXIT)
 @source_options
 @click.option("--port", type=int, default=9480, show_default=True, help="TCP port for /metrics.")
 @click.option(
@@ -164,69 +142,69 @@ def monitor_command(
 )
 @click.option("--db", help="Also record the samples here.")
 @click.option("--duration", type=float, help="Stop after this many seconds (default: run).")
+@click.pass_context
 def serve_command(
-    replay: tuple[str, ...],
-    replay_state: str | None,
-    frame_seconds: float,
-    replicate: int | None,
-    interval: float,
+    ctx: click.Context,
+    /,
     port: int,
     listen: str,
     dcgm_names: bool,
     db: str | None,
     duration: float | None,
+    **values: Any,
 ) -> None:
     """Prometheus exporter: serve the last sample at http://LISTEN:PORT/metrics."""
     from dlrig import monitor
-    from dlrig.monitor.exporter import ExporterOptions, MetricsPage, MetricsServer
-    from dlrig.monitor.history import BackgroundWriter, HistoryWriter
 
     if not 0 <= port <= 65535:
         raise InputError(
             f"--port {port} is not a TCP port", fix="give a port from 1 to 65535 (0: any free)"
         )
-    source = _open(replay, replay_state, frame_seconds, replicate, interval)
-    with contextlib.ExitStack() as cleanup:
-        # Whatever fails to start, what did start is stopped again (NVML, threads, sockets).
-        cleanup.callback(source.close)
-        sampler = monitor.Sampler(source, interval_seconds=interval, host=not replay)
-        page = MetricsPage(source.info, ExporterOptions(dcgm_names=dcgm_names), sampler)
-        server = MetricsServer(page, listen, port)
-        cleanup.callback(server.stop)
-        sampler.add_listener(page.update)
-        writer = BackgroundWriter(HistoryWriter(db, source=source.info.description)) if db else None
-        if writer is not None:
-            sampler.add_listener(writer)
-        cleanup.pop_all()
-    sampler.start()
-    server.start()
-    host, bound = server.address
-    err = console(stderr=True)
-    err.print(
-        f"dlrig monitor: serving {source.info.description} at http://{host}:{bound}/metrics "
-        f"(every {interval:g} s{', dcgm-exporter names' if dcgm_names else ''})"
+    settings = source_settings(ctx, values)
+    exporter = monitor.ExporterService(
+        settings.open(),
+        port=port,
+        listen=listen,
+        interval_seconds=settings.interval,
+        host=settings.host,
+        dcgm_names=dcgm_names,
+        db=db,
+        gpu_indices=settings.gpu_index,
     )
-    try:
-        _run_until_signal(duration)
-    finally:
-        server.stop()
-        stopped = sampler.stop()
-        if writer is not None and stopped:
-            writer.close()
+    with exporter:
+        host, bound = exporter.address
+        info = exporter.source.info
+        err = console(stderr=True)
+        if info.note:
+            err.print(f"dlrig monitor: {info.note}")
+        err.print(
+            f"dlrig monitor: serving {info.description} at http://{host}:{bound}/metrics "
+            f"(every {settings.interval:g} s{', dcgm-exporter names' if dcgm_names else ''})"
+        )
+        _wait(duration)
 
 
-@monitor_command.command("record")
+def _wait(seconds: float | None) -> None:
+    """Sleep `seconds`, or until a stop signal raises `Stopped` (an Event wait is interrupted
+    by it, as a sleep is)."""
+    import threading
+
+    threading.Event().wait(seconds)
+
+
+def _group_json(ctx: click.Context, as_json: bool) -> bool:
+    """--json given to the subcommand, or to the group before it (`monitor --json report F`)."""
+    return as_json or bool(ctx.meta.get(GROUP_VALUES, {}).get("as_json"))
+
+
+@monitor_command.command("record", epilog=RECORD_EXIT)
 @source_options
-@click.option(
-    "--to",
-    "to_file",
-    help="Capture this machine's nvidia-smi outputs (for --replay) into FILE.",
-)
+@out_option("Capture this machine's nvidia-smi outputs (for --replay) into FILE.", "--to")
 @click.option(
     "--state",
     default="idle",
     show_default=True,
-    help="Name of the machine state being captured with --to (idle, load, ...).",
+    help="Name of the machine state being captured with --out (idle, load, ...).",
 )
 @click.option("--db", help="Record samples into SQLite.")
 @click.option("--duration", type=float, help="Stop after this many seconds (default: run).")
@@ -237,113 +215,41 @@ def serve_command(
     "--max-size-mb", type=float, default=1024.0, show_default=True, help="History size cap."
 )
 @json_option
+@click.pass_context
 def record_command(
-    replay: tuple[str, ...],
-    replay_state: str | None,
-    frame_seconds: float,
-    replicate: int | None,
-    interval: float,
-    to_file: str | None,
+    ctx: click.Context,
+    /,
+    out: str | None,
+    legacy_out: str | None,
     state: str,
     db: str | None,
     duration: float | None,
     max_age_days: float,
     max_size_mb: float,
     as_json: bool,
+    **values: Any,
 ) -> None:
-    """Record: a replayable nvidia-smi capture (--to) or a sample history (--db)."""
-    if bool(to_file) == bool(db):
+    """Record: a replayable nvidia-smi capture (--out FILE) or a sample history (--db FILE)."""
+    capture = out_path(out, legacy_out, "--to")
+    as_json = _group_json(ctx, as_json)
+    if bool(capture) == bool(db):
         raise InputError(
-            "record needs exactly one of --to FILE or --db FILE",
-            fix="--to for a replayable capture, --db for a history",
+            "record needs exactly one of --out FILE or --db FILE",
+            fix="--out for a replayable capture, --db for a history",
         )
-    if to_file:
-        from dlrig.machine import recorder
-        from dlrig.outputs import write_text_atomic
-
-        path = Path(to_file)
-        existing = None
-        if path.exists():
-            from dlrig.inputs import read_text
-
-            existing = read_text(path, "capture", 200 * 1000 * 1000)
-        text = recorder.record(state, existing)
-        write_text_atomic(path, text)
-        if as_json:
-            print_json(_record_document(capture=str(path), state=state))
-        else:
-            console(stderr=True).print(
-                f"recorded state {state!r} to {path}; replay it with "
-                f"`dlrig monitor --replay {path}`"
-            )
+    if capture:
+        record_capture(Path(capture), state, as_json)
         return
-    from dlrig import monitor
-    from dlrig.monitor.history import BackgroundWriter, HistoryWriter, Retention
-
+    assert db is not None
     if max_age_days <= 0 or max_size_mb <= 0:
         raise InputError("--max-age-days and --max-size-mb must be positive", fix="give > 0")
-    assert db is not None
-    source = _open(replay, replay_state, frame_seconds, replicate, interval)
-    try:
-        writer = BackgroundWriter(
-            HistoryWriter(
-                db,
-                Retention(max_age_seconds=max_age_days * 86400, max_bytes=int(max_size_mb * 1e6)),
-                source=source.info.description,
-            )
-        )
-    except BaseException:
-        source.close()
-        raise
-    sampler = monitor.Sampler(source, interval_seconds=interval, host=not replay)
-    failed: list[BaseException] = []
-    stop = threading.Event()
-
-    def write(sample: Any) -> None:
-        # A recorder that cannot write (disk full, file removed) stops and says why.
-        try:
-            writer(sample)
-        except Exception as exc:  # noqa: BLE001 - reported as the command's error below
-            failed.append(exc)
-            stop.set()
-
-    sampler.add_listener(write)
-    sampler.start()
-    console(stderr=True).print(
-        f"dlrig monitor: recording {source.info.description} into {db} every {interval:g} s"
-    )
-    try:
-        _run_until_signal(duration, stop)
-    finally:
-        if sampler.stop():
-            writer.close()
-    failed += [writer.error] if writer.error is not None and not failed else []
-    if failed:
-        raise DlrigError(
-            f"{db}: cannot write the history ({failed[0]})",
-            fix="free disk space or record to another file; the samples written so far are kept",
-        )
-    summary = {
-        "db": db,
-        "samples_written": writer.writer.samples_written,
-        "samples_dropped": writer.dropped,
-    }
-    if as_json:
-        print_json(_record_document(**summary))
-    else:
-        console(stderr=True).print(
-            f"wrote {summary['samples_written']} samples to {db}"
-            + (f" ({writer.dropped} dropped: the disk fell behind)" if writer.dropped else "")
-        )
+    settings = source_settings(ctx, values)
+    record_history(settings, db, duration, max_age_days, max_size_mb, as_json)
 
 
-def _record_document(**fields: Any) -> dict[str, Any]:
-    return {"schema": "dlrig.monitor.record", "schema_version": 1, **fields}
-
-
-@monitor_command.command("report")
+@monitor_command.command("report", epilog=REPORT_EXIT)
 @click.argument("db")
-@click.option("--plots", help="Write PNG plots into DIR.")
+@out_option("Write PNG plots of the history into this folder.", "--plots")
 @click.option("--price-per-kwh", type=float, help="Electricity price, for the energy cost.")
 @click.option("--currency", default="USD", show_default=True)
 @click.option(
@@ -358,9 +264,13 @@ def _record_document(**fields: Any) -> dict[str, Any]:
 )
 @click.option("--last-hours", type=float, help="Only the last N hours of the history.")
 @json_option
+@click.pass_context
 def report_command(
+    ctx: click.Context,
+    /,
     db: str,
-    plots: str | None,
+    out: str | None,
+    legacy_out: str | None,
     price_per_kwh: float | None,
     currency: str,
     idle_below: float,
@@ -373,6 +283,8 @@ def report_command(
 
     from dlrig.monitor import report as history_report
 
+    plots = out_path(out, legacy_out, "--plots")
+    as_json = _group_json(ctx, as_json)
     since = time.time() - last_hours * 3600 if last_hours else None
     result = history_report.build(
         db,
@@ -393,28 +305,35 @@ def report_command(
     render_report(result, console())
 
 
-@monitor_command.command("assets")
-@click.option(
+@monitor_command.command("assets", epilog=ASSETS_EXIT)
+@out_option(
+    "Folder to write the alert rules, their tests, the Grafana dashboard and a scrape config into.",
     "--to",
-    "to_dir",
-    required=True,
-    help="Directory to write the alert rules, their tests, and the Grafana dashboard into.",
+)
+@click.option(
+    "--dcgm-names",
+    is_flag=True,
+    help="The rules and dashboard for dcgm-exporter's metric names (`serve --dcgm-names`, or "
+    "NVIDIA's dcgm-exporter itself).",
 )
 @json_option
-def assets_command(to_dir: str, as_json: bool) -> None:
+@click.pass_context
+def assets_command(
+    ctx: click.Context, /, out: str | None, legacy_out: str | None, dcgm_names: bool, as_json: bool
+) -> None:
     """Write the Prometheus alert rules and the Grafana dashboard shipped with dlrig."""
     from dlrig.monitor.assets import write_assets
 
-    written = write_assets(Path(to_dir))
+    folder = out_path(out, legacy_out, "--to")
+    if not folder:
+        raise InputError("assets needs --out DIR", fix="name the folder to write into")
+    as_json = _group_json(ctx, as_json)
+    written = write_assets(Path(folder), dcgm_names=dcgm_names)
     if as_json:
-        print_json(
-            {
-                "schema": "dlrig.monitor.assets",
-                "schema_version": 1,
-                "written": [str(path) for path in written],
-            }
-        )
+        names = "dcgm" if dcgm_names else "dlrig"
+        body = {"names": names, "written": [str(path) for path in written]}
+        print_json(envelope("dlrig.monitor.assets", 1, body))
         return
-    out = console()
+    out_console = console()
     for path in written:
-        out.print(str(path))
+        out_console.print(str(path))

@@ -29,6 +29,14 @@ class GpuLost(Exception):
     """NVML says the GPU is gone (fell off the bus, or reset): later calls will fail too."""
 
 
+class UnknownNvmlFunction(AttributeError):
+    """The binding has no function of that name: a typo or a binding too old for dlrig.
+
+    Raised at once rather than read as "not supported": a misspelt name would otherwise turn a
+    reading into None on every GPU, for ever, without a word.
+    """
+
+
 class NvmlSession:
     """An initialised NVML; use `open_session()` to get one.
 
@@ -41,11 +49,22 @@ class NvmlSession:
         self.raise_lost = raise_lost
         self.errors: list[str] = []
 
-    def get(self, function: str, *args: Any) -> Any:
-        """nvml.<function>(*args), or None when NVML says it cannot answer."""
+    def _function(self, function: str) -> Callable[..., Any]:
         fn: Callable[..., Any] | None = getattr(self.nvml, function, None)
         if fn is None:
-            return None
+            raise UnknownNvmlFunction(
+                f"the NVML binding (nvidia-ml-py) has no function {function!r}"
+            )
+        return fn
+
+    def get(self, function: str, *args: Any) -> Any:
+        """nvml.<function>(*args), or None when NVML says it cannot answer.
+
+        A driver whose libnvidia-ml lacks the symbol answers NVML_ERROR_FUNCTION_NOT_FOUND, an
+        NVMLError like any other: None. A name the Python binding itself lacks raises
+        UnknownNvmlFunction.
+        """
+        fn = self._function(function)
         try:
             value = fn(*args)
         except self.nvml.NVMLError as exc:
@@ -61,12 +80,26 @@ class NvmlSession:
         return value
 
     def first(self, functions: tuple[str, ...], *args: Any) -> Any:
-        """The first of several equivalent calls that answers (APIs renamed across drivers)."""
-        for function in functions:
+        """The first of several equivalent calls that answers (APIs renamed across drivers).
+
+        Names an older binding lacks are passed over; when the binding has none of them, that
+        is a typo, and it raises."""
+        known = [function for function in functions if hasattr(self.nvml, function)]
+        if not known:
+            raise UnknownNvmlFunction(
+                f"the NVML binding (nvidia-ml-py) has none of {', '.join(functions)}"
+            )
+        for function in known:
             value = self.get(function, *args)
             if value is not None:
                 return value
         return None
+
+    def field_values(self, handle: Any, requests: list[Any]) -> list[Any] | None:
+        """nvmlDeviceGetFieldValues: one answer per request (a field id, or (field id, scope
+        id) for per-link fields), each with its own nvmlReturn; None when the call fails."""
+        values = self.get("nvmlDeviceGetFieldValues", handle, requests)
+        return None if values is None else list(values)
 
 
 def start_session(raise_lost: bool = False) -> NvmlSession:
@@ -116,3 +149,25 @@ def clock_event_mask(names: tuple[str, ...]) -> int:
     """The NVML bitmask of named reasons (what DCGM's CLOCK_THROTTLE_REASONS field carries)."""
     known = dict((name, bit) for bit, name in CLOCK_EVENT_BITS)
     return sum(known.get(name, 0) for name in set(names))
+
+
+# nvmlValueType_t: which member of the nvmlValue_t union a field value fills.
+_VALUE_MEMBERS = {
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
+
+
+def field_number(value: Any) -> float | None:
+    """The number in an nvmlFieldValue_t, whatever its declared type; None when NVML refused."""
+    if int(value.nvmlReturn) != 0:
+        return None
+    member = _VALUE_MEMBERS.get(int(value.valueType))
+    if member is None:
+        return None
+    return float(getattr(value.value, member))

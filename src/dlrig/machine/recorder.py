@@ -1,4 +1,4 @@
-"""`dlrig monitor record --to FILE`: capture this machine's nvidia-smi outputs for replay.
+"""`dlrig monitor record --out FILE`: capture this machine's nvidia-smi outputs for replay.
 
 The file uses the multi-section capture format of nvidia_gpu_exporter's captures (sections
 between lines of 80 '#', headed "# <state> :: <what>" and "# $ <command>"), so captures made

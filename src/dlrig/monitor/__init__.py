@@ -3,11 +3,18 @@
 Python API:
 
     from dlrig import monitor
-    source = monitor.open_source(replay=["capture.txt"])      # or open_source() for NVML
+    source = monitor.open_source(replay=["capture.txt"])      # or open_source() for this machine
     sampler = monitor.Sampler(source, interval_seconds=1.0).start()
     sample = sampler.wait_for_sample()
     for line in monitor.read_situation(sampler.history()):
         print(line.text)
+    sampler.stop()                                             # also closes the source
+
+    with monitor.ExporterService(monitor.open_source(), port=9480) as exporter:
+        ...                                                    # serving until the block ends
+
+`open_source()` never fails for want of GPUs: without NVML it reads `nvidia-smi`, and without
+that it returns a source with no GPUs whose `info.note` says why (the host is still sampled).
 """
 
 from __future__ import annotations
@@ -16,18 +23,34 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from dlrig.errors import DlrigError
-from dlrig.machine.gpu_sources import GpuSource, NvmlSource, ReplaySource, SourceInfo
-from dlrig.machine.nvml import NvmlUnavailable
+from dlrig.machine.gpu_sources import (
+    GpuSource,
+    NoGpuSource,
+    NvmlSource,
+    ReplaySource,
+    SmiSource,
+    SourceInfo,
+    open_live_source,
+)
 from dlrig.monitor.reading import Reading, read_situation
 from dlrig.monitor.sample import SCHEMA_VERSION, GpuReading, Sample, XidCount
 from dlrig.monitor.sampler import Sampler
+from dlrig.monitor.service import ExporterService, HistoryRecorder, RecordSummary
+from dlrig.report import envelope
 
 __all__ = [
+    "ExporterService",
     "GpuReading",
+    "GpuSource",
+    "HistoryRecorder",
+    "NoGpuSource",
+    "NvmlSource",
     "Reading",
+    "RecordSummary",
+    "ReplaySource",
     "Sample",
     "Sampler",
+    "SmiSource",
     "SourceInfo",
     "XidCount",
     "once",
@@ -45,24 +68,29 @@ def open_source(
     frame_seconds: float = 30.0,
     replicate: int | None = None,
 ) -> GpuSource:
-    """NVML on this machine, or a replay of recorded files when `replay` names some."""
+    """A replay of recorded files when `replay` names some; else this machine's GPUs through
+    NVML, nvidia-smi, or none (see `info.note` for why)."""
     if replay:
         return ReplaySource(
             replay, state=replay_state, frame_seconds=frame_seconds, replicate=replicate
         )
-    try:
-        return NvmlSource()
-    except NvmlUnavailable as exc:
-        raise DlrigError(
-            f"cannot read the GPUs through NVML: {exc}",
-            fix="run `dlrig doctor` to see why (no driver, driver/library mismatch), or "
-            "replay a recording with --replay FILE",
-        ) from None
+    return open_live_source()
 
 
-def once(source: GpuSource, host: bool = True, settle_seconds: float = 0.5) -> list[Sample]:
+def once(
+    source: GpuSource,
+    host: bool = True,
+    settle_seconds: float = 0.5,
+    gpu_indices: Sequence[int] | None = None,
+) -> list[Sample]:
     """Two samples `settle_seconds` apart (CPU use needs an interval); the source is closed."""
-    sampler = Sampler(source, interval_seconds=max(settle_seconds, 0.05), host=host)
+    try:
+        sampler = Sampler(
+            source, interval_seconds=max(settle_seconds, 0.05), host=host, gpu_indices=gpu_indices
+        )
+    except BaseException:
+        source.close()
+        raise
     try:
         first = sampler.sample_once()
         time.sleep(settle_seconds)
@@ -74,16 +102,19 @@ def once(source: GpuSource, host: bool = True, settle_seconds: float = 0.5) -> l
 
 def sample_document(sample: Sample, info: SourceInfo, readings: list[Reading]) -> dict[str, Any]:
     """The `--once --json` document."""
-    return {
-        "schema": "dlrig.monitor.sample",
-        "schema_version": SCHEMA_VERSION,
-        "source": {
-            "kind": info.kind,
-            "description": info.description,
-            "hostname": info.hostname,
-            "driver_version": info.driver_version,
-            "cuda_version": info.cuda_version,
+    return envelope(
+        "dlrig.monitor.sample",
+        SCHEMA_VERSION,
+        {
+            "source": {
+                "kind": info.kind,
+                "description": info.description,
+                "hostname": info.hostname,
+                "driver_version": info.driver_version,
+                "cuda_version": info.cuda_version,
+                "note": info.note,
+            },
+            "sample": sample.to_dict(),
+            "readings": [r.to_dict() for r in readings],
         },
-        "sample": sample.to_dict(),
-        "readings": [r.to_dict() for r in readings],
-    }
+    )

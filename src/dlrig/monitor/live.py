@@ -1,11 +1,12 @@
-"""The live terminal view: per-GPU bars and sparklines, processes, a host row, the reading."""
+"""The live terminal view: per-GPU bars and sparklines, MIG instances, processes, a host row,
+the reading; where no GPU can be read, the reason in place of the GPU table."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from dlrig.machine.model import Gpu
+from dlrig.machine.model import Gpu, MigDevice
 from dlrig.monitor.reading import Reading, read_situation
 from dlrig.monitor.sample import Sample
 
@@ -53,8 +54,30 @@ def _mb(rate: float | None) -> str:
     return "?" if rate is None else f"{rate / 1e6:.0f} MB/s"
 
 
-def render(samples: Sequence[Sample], title: str = "dlrig monitor") -> Any:
-    """A rich renderable of the last sample, with sparklines from the earlier ones."""
+def _mig_row(mig: MigDevice) -> tuple[str, ...]:
+    """One MIG instance under its GPU: memory is per instance, utilisation is not reported."""
+    memory = (
+        mig.memory_used_bytes / mig.memory_total_bytes
+        if mig.memory_used_bytes is not None and mig.memory_total_bytes
+        else None
+    )
+    name = f"  └ MIG {mig.index}" + (f" {mig.profile}" if mig.profile else "")
+    instance = "" if mig.gpu_instance_id is None else f"GI {mig.gpu_instance_id}"
+    return (
+        name,
+        "n/a under MIG".center(17),
+        instance,
+        f"{bar(memory, 8)} {_gib(mig.memory_used_bytes)}/{_gib(mig.memory_total_bytes)} GiB",
+        "",
+        "",
+        "" if mig.sm_count is None else f"{mig.sm_count} SMs",
+        "",
+    )
+
+
+def render(samples: Sequence[Sample], title: str = "dlrig monitor", note: str | None = None) -> Any:
+    """A rich renderable of the last sample, with sparklines from the earlier ones; `note`
+    says why there are no GPU readings (no NVML, no nvidia-smi)."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -63,6 +86,9 @@ def render(samples: Sequence[Sample], title: str = "dlrig monitor") -> Any:
         return Text("waiting for the first sample…")
     sample = samples[-1]
     previous = samples[-2] if len(samples) > 1 else None
+    parts: list[Any] = []
+    if not sample.gpus:
+        parts.append(Text(f"{title}: {note or 'the source has no GPUs'}", style="yellow"))
     gpus = Table(title=title, expand=True, title_justify="left")
     gpus.add_column("GPU", no_wrap=True, min_width=8)
     for column in ("util", "trend", "memory", "power", "temp", "clocks", "PCIe"):
@@ -102,7 +128,10 @@ def render(samples: Sequence[Sample], title: str = "dlrig monitor") -> Any:
             f"{g.sm_clock_mhz or '?'}/{g.sm_clock_max_mhz or '?'} MHz",
             f"Gen{g.pcie.gen_current or '?'} x{g.pcie.width_current or '?'}",
         )
-    parts: list[Any] = [gpus]
+        for mig in g.mig_devices:
+            gpus.add_row(*_mig_row(mig))
+    if sample.gpus:
+        parts.append(gpus)
     processes = _process_rows(sample)
     if processes:
         table = Table(expand=True)

@@ -137,6 +137,8 @@ def read_situation(samples: Sequence[Sample], window_seconds: float = 60.0) -> l
         readable = [r for r in last.gpus if r.up]
         if busy and len(busy) == len(readable):
             text = f"all {len(busy)} GPU(s) busy (mean {statistics.fmean(means.values()):.0f}%)"
+        elif not last.gpus:
+            text = f"no GPU readings to judge in {_span_text(window)}"
         else:
             text = f"{len(readable)} GPU(s) healthy; nothing unusual in {_span_text(window)}"
         readings.append(Reading("info", text))

@@ -17,6 +17,7 @@ from typing import Any
 from dlrig.errors import InputError, MissingExtraError
 from dlrig.machine.nvml import CLOCK_EVENT_BITS
 from dlrig.monitor.history import open_history
+from dlrig.report import envelope
 
 SCHEMA_NAME = "dlrig.monitor.report"
 SCHEMA_VERSION = 1
@@ -81,18 +82,22 @@ class HistoryReport:
     plots: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        document: dict[str, Any] = {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION}
+        """The `monitor report --json` document."""
         body = asdict(self)
         for gpu, report in zip(body["gpus"], self.gpus, strict=True):
             gpu["idle_periods"] = [
                 {"start_unix": p.start_unix, "end_unix": p.end_unix, "seconds": p.seconds}
                 for p in report.idle_periods
             ]
-        document.update(body)
-        return document
+        return envelope(SCHEMA_NAME, SCHEMA_VERSION, body)
 
 
-def _weights(times: list[float], cap: float) -> list[float]:
+def _since(since_unix: float | None, joiner: str) -> tuple[str, tuple[Any, ...]]:
+    """The SQL condition (after WHERE or AND) and its arguments for `--last-hours`."""
+    return ("", ()) if since_unix is None else (f" {joiner} ts >= ?", (since_unix,))
+
+
+def sample_weights(times: list[float], cap: float) -> list[float]:
     """Seconds each sample stands for: the time to the next one; one usual interval (cap / 3)
     for the last sample and for one followed by a gap in the recording."""
     usual = cap / 3.0
@@ -115,8 +120,7 @@ def build(
         raise InputError(f"--price-per-kwh {price_per_kwh} is negative", fix="give a price >= 0")
     conn = open_history(path)
     try:
-        where = "" if since_unix is None else " WHERE ts >= ?"
-        args: tuple[Any, ...] = () if since_unix is None else (since_unix,)
+        where, args = _since(since_unix, "WHERE")
         rows = conn.execute(
             "SELECT ts, gpu, status, utilization, sm_activity, memory_used_bytes, power_watts, "
             f"energy_joules, temperature_c, clocks_event_mask FROM gpu_samples{where} "
@@ -175,7 +179,7 @@ def _gpu_report(
     idle_min: float,
 ) -> GpuReport:
     times = [float(r[0]) for r in rows]
-    weights = _weights(times, cap)
+    weights = sample_weights(times, cap)
     total = sum(weights)
     unavailable = sum(w for r, w in zip(rows, weights, strict=True) if r[2] != "ok")
     util = [(float(r[3]), w) for r, w in zip(rows, weights, strict=True) if r[3] is not None]
@@ -297,11 +301,10 @@ def write_plots(
 
     from dlrig.outputs import ensure_directory, write_bytes_atomic
 
-    out = ensure_directory(out_dir, "--plots")
+    out = ensure_directory(out_dir)
     conn = open_history(path)
     try:
-        where = "" if since_unix is None else " AND ts >= ?"
-        args: tuple[Any, ...] = () if since_unix is None else (since_unix,)
+        where, args = _since(since_unix, "AND")
         rows = conn.execute(
             "SELECT gpu, ts, utilization, power_watts, temperature_c, memory_used_bytes "
             f"FROM gpu_samples WHERE status = 'ok'{where} ORDER BY gpu, ts",

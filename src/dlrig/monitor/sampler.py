@@ -15,13 +15,14 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 
+from dlrig.errors import InputError
 from dlrig.knowledge import xid as xid_table
-from dlrig.machine.gpu_sources import GpuLost, GpuSource
+from dlrig.machine.gpu_source_base import GpuLost, GpuSource
 from dlrig.machine.host_metrics import HostMeter, HostSample
 from dlrig.machine.model import Gpu, XidEvent
 from dlrig.monitor.sample import GpuReading, Sample, XidCount
@@ -108,8 +109,31 @@ class _XidState:
     counts: dict[tuple[str | None, int], XidCount] = field(default_factory=dict)
 
 
+def selected_gpus(source: GpuSource, gpu_indices: Sequence[int] | None) -> list[int]:
+    """The GPUs to read: all of the source's, or the `--gpu-index` ones (InputError for an
+    index the source does not have)."""
+    count = source.info.gpu_count
+    if not gpu_indices:
+        return list(range(count))
+    if count == 0:
+        raise InputError(
+            f"--gpu-index {gpu_indices[0]}: {source.info.description}"
+            + (f" ({source.info.note})" if source.info.note else ""),
+            fix="drop --gpu-index, or replay a recording with --replay FILE",
+        )
+    for index in gpu_indices:
+        if not 0 <= index < count:
+            raise InputError(
+                f"--gpu-index {index}: {source.info.description} has GPUs 0 to {count - 1}",
+                fix="give an index from `dlrig monitor --once` (NVML's numbering)",
+            )
+    return sorted(set(gpu_indices))
+
+
 class Sampler:
-    """Samples `source` in the background; `latest()` and listeners see each finished round."""
+    """Samples `source` in the background; `latest()` and listeners see each finished round.
+
+    `gpu_indices` reads only those GPUs (NVML's numbering; a replay's in file order)."""
 
     def __init__(
         self,
@@ -118,16 +142,18 @@ class Sampler:
         call_timeout_seconds: float = 2.0,
         host: bool = True,
         keep: int = 600,
+        gpu_indices: Sequence[int] | None = None,
     ) -> None:
         if interval_seconds <= 0:
             raise ValueError("interval_seconds must be positive")
+        indices = selected_gpus(source, gpu_indices)
         self.source = source
         self.interval_seconds = interval_seconds
         # A deadline, not a budget: a slow GPU (PCIe throughput alone is sampled over 20 ms
         # per direction) still answers; only a call stuck past it counts as hung.
         self.call_timeout_seconds = call_timeout_seconds
         self._host = HostMeter() if host else None
-        self._workers = [_DeviceWorker(i, source.read_gpu) for i in range(source.info.gpu_count)]
+        self._workers = [_DeviceWorker(i, source.read_gpu) for i in indices]
         self._last_good: dict[int, Gpu] = {}
         self._xid = _XidState()
         self._history: collections.deque[Sample] = collections.deque(maxlen=keep)

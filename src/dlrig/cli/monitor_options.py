@@ -1,0 +1,148 @@
+"""The options `dlrig monitor` and its subcommands share: where readings come from, which GPUs.
+
+They can be given to the group or to the subcommand (`dlrig monitor --replay F serve` and
+`dlrig monitor serve --replay F` mean the same): a subcommand's own value wins, the group's
+fills in what the subcommand was not told, and repeatable options (--replay, --gpu-index) add up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+from click.core import ParameterSource
+
+from dlrig.errors import InputError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SOURCE_OPTIONS = ("replay", "replay_state", "frame_seconds", "replicate", "interval", "gpu_index")
+GROUP_VALUES = "dlrig.monitor.group"
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    replay: tuple[str, ...]
+    replay_state: str | None
+    frame_seconds: float
+    replicate: int | None
+    interval: float
+    gpu_index: tuple[int, ...]
+
+    def open(self) -> Any:
+        """The source these settings name (a replay, else this machine's GPUs)."""
+        from dlrig import monitor
+
+        if not 0.05 <= self.interval <= 3600:
+            raise InputError(
+                f"--interval {self.interval} is out of range",
+                fix="give seconds between 0.05 and 3600",
+            )
+        return monitor.open_source(
+            self.replay, self.replay_state, self.frame_seconds, self.replicate
+        )
+
+    @property
+    def host(self) -> bool:
+        """Sample this host too: yes for live GPUs, not beside a recording of another machine."""
+        return not self.replay
+
+
+def source_options(function: F) -> F:
+    """Where readings come from (NVML, nvidia-smi or recorded files) and which GPUs."""
+    options = [
+        click.option(
+            "--replay",
+            "replay",
+            multiple=True,
+            metavar="FILE",
+            help="Replay recorded nvidia-smi output (-q -x XML, --query-gpu CSV, -q text, a "
+            "capture from `monitor record --out`, a kernel log for Xid events). Repeatable.",
+        ),
+        click.option(
+            "--replay-state", help="Replay only this state of a capture (e.g. idle, load)."
+        ),
+        click.option(
+            "--frame-seconds",
+            type=float,
+            default=30.0,
+            show_default=True,
+            help="Seconds each replayed state/file is shown before the next.",
+        ),
+        click.option(
+            "--replicate",
+            type=int,
+            help="Replay each recorded GPU N times (to try an N-GPU setup with a 1-GPU file).",
+        ),
+        click.option(
+            "--interval",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="Seconds between samples.",
+        ),
+        click.option(
+            "--gpu-index",
+            "gpu_index",
+            type=int,
+            multiple=True,
+            metavar="N",
+            help="Only this GPU (NVML's index; a replay's in file order). Repeatable.",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def remember_group_values(ctx: click.Context, values: dict[str, Any]) -> None:
+    """The group's own options, for the subcommand to take what it was not told itself."""
+    given = {
+        name: value
+        for name, value in values.items()
+        if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+    }
+    ctx.meta[GROUP_VALUES] = given
+
+
+def merged(ctx: click.Context, values: dict[str, Any]) -> dict[str, Any]:
+    """A subcommand's option values with the group's filled in (see the module docstring)."""
+    group = ctx.meta.get(GROUP_VALUES, {})
+    result = dict(values)
+    for name, value in group.items():
+        if name not in result:
+            continue
+        mine = ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+        if isinstance(value, tuple):
+            result[name] = tuple(value) + tuple(result[name] if mine else ())
+        elif not mine:
+            result[name] = value
+    return result
+
+
+def source_settings(ctx: click.Context, values: dict[str, Any]) -> SourceSettings:
+    combined = merged(ctx, {name: values[name] for name in SOURCE_OPTIONS})
+    return SourceSettings(**combined)
+
+
+def out_option(help_text: str, legacy: str) -> Callable[[F], F]:
+    """--out PATH, with the option's old spelling kept working but hidden from --help."""
+
+    def decorate(function: F) -> F:
+        function = click.option(
+            legacy, "legacy_out", hidden=True, help=f"Old spelling of --out ({legacy})."
+        )(function)
+        return click.option("--out", "out", metavar="PATH", help=help_text)(function)
+
+    return decorate
+
+
+def out_path(out: str | None, legacy_out: str | None, legacy: str) -> str | None:
+    if out and legacy_out and out != legacy_out:
+        raise InputError(
+            f"--out {out} and {legacy} {legacy_out} name two places",
+            fix=f"give --out only ({legacy} is its old spelling)",
+        )
+    return out or legacy_out
