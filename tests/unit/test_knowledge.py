@@ -112,3 +112,45 @@ def test_xid_table():
     assert xid.lookup(13).severity == "info"
     for code in (13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120):
         assert xid.lookup(code) is not None, code
+
+
+def test_variants_are_patch_exact_where_the_table_says():
+    from dlrig.knowledge import pytorch as torch_knowledge
+
+    def names(version: str) -> list[str]:
+        return [v.cuda_variant for v in torch_knowledge.variants_of(version)]
+
+    # previous-versions.md: v1.8.0 lists cu111/cu102 wheels, v1.8.1 adds cu101
+    assert names("1.8.0") == ["cu102", "cu111"]
+    assert names("1.8.1") == ["cu101", "cu102", "cu111"]
+    assert names("1.8") == ["cu101", "cu102", "cu111"]
+    assert names("1.7.1") == ["cu92", "cu101", "cu102", "cu110"]
+    assert torch_knowledge.releases()[0] == "1.0"
+
+
+def test_a_torchvision_minor_shared_by_two_torch_minors():
+    from dlrig.knowledge import pytorch as torch_knowledge
+
+    assert torch_knowledge.torch_for_torchvision("0.4.0") == "1.2"
+    assert torch_knowledge.torch_for_torchvision("0.4.2") == "1.3"
+    assert torch_knowledge.torch_for_torchvision("0.20.1") == "2.5"
+
+
+def test_newest_cuda_for_old_and_new_drivers():
+    from dlrig.knowledge import cuda
+
+    # Table 3 names build versions before CUDA 11 (10.1.105, 10.0.130): they count too.
+    assert cuda.max_cuda_for_driver("410.48") == "10.0"
+    assert cuda.max_cuda_for_driver("418.67") == "10.1"
+    assert cuda.max_cuda_for_driver("470.82.01") == "11.4"
+    assert cuda.max_cuda_for_driver("570.86.15") == "12.8"
+    # the 11.0.1 release candidate does not set 11.0's floor
+    assert str(cuda.driver_requirement("11.0").full_support) == "450.51.05"
+
+
+def test_how_pip_reaches_each_release():
+    from dlrig.knowledge.install_commands import install_style
+
+    assert install_style("1.7").pip_option == "-f"
+    assert install_style("1.12").pip_option == "--extra-index-url"
+    assert install_style("2.14").pip_option == "--index-url"

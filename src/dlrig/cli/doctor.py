@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 from pathlib import Path
 
@@ -18,10 +19,12 @@ from dlrig.machine.model import Machine
     "--from",
     "from_path",
     type=click.Path(path_type=Path),
+    multiple=True,
     metavar="FILE",
     help="Check recorded evidence instead of this machine: a saved snapshot, "
-    "`nvidia-smi -q -x` XML, `nvidia-smi -q` text, --query-gpu CSV, a capture, "
-    "`python -m torch.utils.collect_env` output, or a dmesg log.",
+    "`nvidia-smi -q -x` XML, `nvidia-smi -q` text, --query-gpu CSV, the plain `nvidia-smi` "
+    "table, a capture, `python -m torch.utils.collect_env` output, or a kernel log (dmesg, "
+    "journalctl -k). Repeatable: the files of one machine are merged.",
 )
 @click.option(
     "--save",
@@ -70,6 +73,15 @@ from dlrig.machine.model import Machine
     help="Seconds each probe may take.",
 )
 @click.option("--no-kernel-log", is_flag=True, help="Do not read dmesg for Xid errors.")
+@click.option(
+    "--fleet",
+    is_flag=False,
+    flag_value="srun",
+    default=None,
+    metavar="[DIR|FILES]",
+    help="Compare nodes: alone, run doctor on every Slurm node through srun; with a folder or "
+    "comma-separated files, read one saved report or snapshot per node. Names the odd node out.",
+)
 @click.option("--brief", is_flag=True, help="Show only problems (hide passing checks).")
 @click.option(
     "--verbose",
@@ -78,7 +90,7 @@ from dlrig.machine.model import Machine
     help="Show evidence for every check, skipped checks and probe gaps.",
 )
 def doctor_command(
-    from_path: Path | None,
+    from_path: tuple[Path, ...],
     save_path: Path | None,
     markdown: bool,
     as_json: bool,
@@ -92,6 +104,7 @@ def doctor_command(
     no_kernel_log: bool,
     brief: bool,
     verbose: bool,
+    fleet: str | None = None,
 ) -> None:
     """Check drivers, CUDA, frameworks, GPUs, NCCL, memory and disks; say what to fix.
 
@@ -104,6 +117,11 @@ def doctor_command(
         return
     if list_checks:
         _list_checks(as_json)
+        return
+    if fleet is not None:
+        from dlrig.doctor.fleet import run_command
+
+        run_command(fleet, as_json, timeout_s)
         return
     if as_json and markdown:
         raise InputError("--json and --markdown: choose one output format", fix="drop one of them")
@@ -143,7 +161,7 @@ def doctor_command(
 
 
 def _machine(
-    from_path: Path | None,
+    from_path: tuple[Path, ...],
     python: str | None,
     timeout_s: float,
     data_paths: tuple[str, ...],
@@ -153,11 +171,18 @@ def _machine(
     from dlrig.machine import probe, readers
     from dlrig.machine.runner import ProbeContext
 
-    if from_path is not None:
-        return readers.load(from_path)
-    if python is not None and not Path(python).exists():
+    for data_path in data_paths:
+        if not Path(data_path).is_dir():
+            raise InputError(
+                f"--data-path {data_path}: no such directory",
+                fix="give a directory that holds training data",
+            )
+    if from_path:
+        return readers.load_many(from_path)
+    if python is not None and not (Path(python).is_file() and os.access(python, os.X_OK)):
         raise InputError(
-            f"--python {python}: no such interpreter", fix="give the path of a python executable"
+            f"--python {python}: not an executable interpreter",
+            fix="give the path of a python executable, e.g. /path/to/venv/bin/python",
         )
     context = ProbeContext(
         python=python, timeout_s=timeout_s, data_paths=data_paths, read_kernel_log=read_kernel_log
@@ -187,6 +212,7 @@ def _explain(check_id: str, as_json: bool) -> None:
     if as_json:
         print_json(
             {
+                "schema": "dlrig.doctor.explain",
                 "schema_version": doctor.SCHEMA_VERSION,
                 "id": entry.id,
                 "area": entry.area,
@@ -216,6 +242,7 @@ def _list_checks(as_json: bool) -> None:
     if as_json:
         print_json(
             {
+                "schema": "dlrig.doctor.checks",
                 "schema_version": doctor.SCHEMA_VERSION,
                 "checks": [
                     {"id": c.id, "area": c.area, "title": c.title, "cause": c.cause}

@@ -7,7 +7,7 @@ from typing import Any
 
 from dlrig.doctor.registry import Check, DoctorOptions, all_checks, get
 from dlrig.machine.model import Machine
-from dlrig.report import CheckResult, Status, Summary
+from dlrig.report import CheckResult, Status, Summary, envelope
 
 SCHEMA_VERSION = 1
 
@@ -29,12 +29,15 @@ class DoctorReport:
         return Summary.of(self.checks)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "machine": self.machine.to_dict(),
-            "summary": self.summary.counts,
-            "checks": [result.to_dict() for result in self.checks],
-        }
+        return envelope(
+            "dlrig.doctor",
+            self.schema_version,
+            {
+                "machine": self.machine.to_dict(),
+                "summary": self.summary.counts,
+                "checks": [result.to_dict() for result in self.checks],
+            },
+        )
 
 
 def run(machine: Machine, options: DoctorOptions | None = None) -> DoctorReport:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from dlrig.doctor import facts
+from dlrig.doctor import facts, installs
 from dlrig.doctor.registry import Check, DoctorOptions, check
 from dlrig.knowledge import cuda as cuda_knowledge
 from dlrig.knowledge.versions import Version
@@ -73,7 +73,8 @@ def nvcc_vs_driver(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
         return c.warn(
             f"CUDA toolkit {m.cuda_toolkit.nvcc_version} needs driver ≥ {requirement.full_support}; "
             f"driver is {m.driver.version}",
-            fix=f"Upgrade the driver to ≥ {requirement.full_support}, or use a toolkit the driver supports",
+            fix=installs.driver_install_text(m, requirement.full_support, o.today)
+            + "\nOr use a CUDA toolkit this driver supports.",
             cause="driver_too_old",
         )
     return c.skip("toolkit or driver not in the compatibility table")

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from dlrig.doctor import facts
+from dlrig.doctor import facts, installs
 from dlrig.doctor.registry import Check, DoctorOptions, check
 from dlrig.knowledge import cuda as cuda_knowledge
 from dlrig.knowledge import drivers as driver_knowledge
-from dlrig.knowledge import pytorch as torch_knowledge
-from dlrig.knowledge.versions import Version, minor_of
-from dlrig.machine.model import Driver, Machine
-from dlrig.report import CheckResult
-
-_INSTALL_DRIVER = (
-    "sudo apt install nvidia-driver-{branch}   # Ubuntu; or NVIDIA's .run installer / your "
-    "distribution's package; then reboot and check `nvidia-smi`"
-)
+from dlrig.knowledge.resolver import resolve
+from dlrig.knowledge.versions import Version
+from dlrig.machine.model import Machine
+from dlrig.report import CheckResult, Status
 
 
 @check("driver.loaded", "driver", "NVIDIA GPUs have a working driver", cause="no_nvidia_driver")
@@ -46,7 +41,7 @@ def driver_loaded(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
                 else []
             ),
             "check: lspci -nnk -d 10de: | grep -A3 -i nvidia ; lsmod | grep nvidia",
-            fix=_INSTALL_DRIVER.format(branch="580")
+            fix=installs.driver_install_text(m, None, o.today)
             + "\nIf it is installed: `sudo modprobe nvidia`; check `dmesg | grep -i nvidia` for "
             "Secure Boot or nouveau conflicts.",
         )
@@ -60,7 +55,7 @@ def driver_loaded(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
             "no NVIDIA driver answers; if this machine has an NVIDIA GPU, its driver is not loaded",
             f"reported: {no_driver_text}",
             "check: lspci -nnk -d 10de: ; nvidia-smi",
-            fix=_INSTALL_DRIVER.format(branch="580"),
+            fix=installs.driver_install_text(m, None, o.today),
         )
     if d is not None and d.nvidia_pci_devices and d.nvidia_pci_devices_with_driver is not None:
         unbound = d.nvidia_pci_devices - d.nvidia_pci_devices_with_driver
@@ -68,7 +63,7 @@ def driver_loaded(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
             return c.fail(
                 f"{unbound} of {d.nvidia_pci_devices} NVIDIA GPU(s) on the PCI bus have no NVIDIA driver",
                 "check: lspci -nnk -d 10de:   (look for 'Kernel driver in use: nvidia')",
-                fix=_INSTALL_DRIVER.format(branch="580"),
+                fix=installs.driver_install_text(m, None, o.today),
             )
     if gpus:
         version = d.version if d and d.version else "unknown version"
@@ -121,35 +116,38 @@ def library_mismatch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.skip("needs both the kernel module and the user-space driver version")
 
 
-def _newest_variant_for_driver(torch_version: str, driver: Driver) -> str | None:
-    """The newest CUDA wheel variant of this torch release the driver can run (MVC included)."""
-    driver_cuda = driver.cuda_version or (
-        cuda_knowledge.max_cuda_for_driver(driver.version) if driver.version else None
-    )
-    limit = Version.parse(driver_cuda) if driver_cuda else None
-    installed = Version.parse(driver.version) if driver.version else None
-    minor = minor_of(torch_version)
-    best: tuple[Version, str] | None = None
-    for variant in torch_knowledge.cuda_variants():
-        have = Version.parse(variant.cuda_version)
-        if variant.torch_version != minor or have is None:
-            continue
-        runs = limit is not None and have.truncated(2) <= limit.truncated(2)
-        if not runs and installed is not None:
-            # Minor-version compatibility: same CUDA major, driver at or above the major's floor.
-            compat = cuda_knowledge.minor_compat().get(have.major)
-            runs = (
-                compat is not None
-                and installed >= compat.min_driver_linux
-                and (limit is None or limit.major == have.major)
-            )
-        if runs and (best is None or have > best[0]):
-            best = (have, variant.cuda_variant)
-    return best[1] if best else None
-
-
 def _driver_vs_build(
-    c: Check, m: Machine, framework: str, build_cuda: str, install_hint: str | None
+    c: Check,
+    m: Machine,
+    o: DoctorOptions,
+    framework: str,
+    build_cuda: str,
+    install_hint: str | None,
+    runtime_ok: bool = False,
+) -> CheckResult:
+    result = _table_verdict(c, m, o, framework, build_cuda, install_hint)
+    if result.status is Status.FAIL and runtime_ok:
+        # The paste proves CUDA ran on this driver ('Is CUDA available: True'): a table minimum
+        # cannot overrule that (forward-compatibility packages, vendor drivers, WSL). Show both.
+        return c.warn(
+            f"{framework} ran CUDA on this driver although NVIDIA's table says it is too old: "
+            + result.title,
+            f"runtime: {framework.split()[0]}.cuda.is_available() was True",
+            *result.evidence,
+            fix="It works as it is; upgrade the driver when you can, since features beyond what "
+            "this driver supports will fail:\n" + (result.fix or ""),
+            cause=None,
+        )
+    return result
+
+
+def _table_verdict(
+    c: Check,
+    m: Machine,
+    o: DoctorOptions,
+    framework: str,
+    build_cuda: str,
+    install_hint: str | None,
 ) -> CheckResult:
     d = m.driver
     assert d is not None
@@ -174,9 +172,7 @@ def _driver_vs_build(
         f"driver ≥ {requirement.full_support}" if requirement else f"a driver for CUDA {build_cuda}"
     )
     fix_lines = [
-        f"Upgrade the NVIDIA driver to {needs} "
-        "(the R580 LTSB branch supports every CUDA 12.x and 13.x build):",
-        _INSTALL_DRIVER.format(branch="580"),
+        installs.driver_install_text(m, requirement.full_support if requirement else None, o.today)
     ]
     if install_hint:
         fix_lines.append(f"Or keep the driver and install a build it supports: {install_hint}")
@@ -242,14 +238,15 @@ def torch_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
         if facts.has_nvidia_gpu(m) is False:
             return c.skip("no NVIDIA GPU")
         return c.skip("driver version not in this snapshot")
-    variant = _newest_variant_for_driver(info.version, m.driver)
-    hint = None
-    if variant:
-        release = info.version.split("+")[0]
-        hint = (
-            f"pip install torch=={release} --index-url https://download.pytorch.org/whl/{variant}"
-        )
-    return _driver_vs_build(c, m, f"torch {info.version}", build, hint)
+    # Keep the driver: the resolver's build of this torch release (or the nearest one) that
+    # runs on it, if any does.
+    answer = resolve(installs.request_for(m, today=o.today))
+    hint = (
+        answer.install.pip_command(force_reinstall=True) if answer.ok and answer.install else None
+    )
+    return _driver_vs_build(
+        c, m, o, f"torch {info.version}", build, hint, runtime_ok=info.cuda_available is True
+    )
 
 
 @check(
@@ -268,7 +265,9 @@ def tensorflow_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
         return c.skip("TensorFlow is not a CUDA build")
     if m.driver is None or (m.driver.version is None and m.driver.cuda_version is None):
         return c.skip("driver version not in this snapshot")
-    return _driver_vs_build(c, m, f"TensorFlow {tf.version}", tf.build.removeprefix("cuda-"), None)
+    return _driver_vs_build(
+        c, m, o, f"TensorFlow {tf.version}", tf.build.removeprefix("cuda-"), None
+    )
 
 
 @check("driver.branch_eol", "driver", "driver branch is still supported")
@@ -286,10 +285,7 @@ def branch_eol(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
             f"driver {d.version}: branch {name} is not in NVIDIA's datacenter branch table",
             "GeForce/new-feature branches are not tracked there; check NVIDIA's driver page",
         )
-    fix = (
-        _INSTALL_DRIVER.format(branch="580")
-        + "\n(R580 is a long-term support branch until 2028-06)"
-    )
+    fix = installs.driver_install_text(m, None, o.today)
     if branch.eol_without_date:
         return c.warn(
             f"driver branch {name} is past end of life",

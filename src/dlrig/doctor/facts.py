@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.knowledge.versions import Version, local_variant
 from dlrig.machine.model import Gpu, Machine, TorchInfo
@@ -21,6 +23,46 @@ def nvidia_gpu_count(machine: Machine) -> int | None:
 def has_nvidia_gpu(machine: Machine) -> bool | None:
     count = nvidia_gpu_count(machine)
     return None if count is None else count > 0
+
+
+# Packages that only make sense next to an NVIDIA GPU: conda's CUDA runtime and PyTorch's
+# CUDA meta-package, and the nvidia-*-cu11/cu12/cu13 wheels pip pulls in for CUDA builds.
+_CUDA_PACKAGE = re.compile(
+    r"^(cudatoolkit|pytorch-cuda|cuda-runtime|cuda-toolkit|nvidia-\S+-cu\d+)$"
+)
+
+
+def gpu_expected(machine: Machine) -> tuple[tuple[str, ...], bool]:
+    """Why this environment looks meant for an NVIDIA GPU, and whether that is proven.
+
+    Proven: a GPU, an NVIDIA PCI device or a driver version is recorded. Suggested: a CUDA
+    toolkit (nvcc), cuDNN libraries or CUDA packages are installed, which nobody installs for a
+    CPU-only machine; a paste cut before its GPU lines still shows these.
+    """
+    proven = []
+    if machine.gpus:
+        proven.append(f"{len(machine.gpus)} NVIDIA GPU(s) listed ({machine.gpus[0].name})")
+    driver = machine.driver
+    if driver is not None and driver.nvidia_pci_devices:
+        proven.append(f"{driver.nvidia_pci_devices} NVIDIA device(s) on the PCI bus")
+    if driver is not None and driver.version:
+        proven.append(f"NVIDIA driver {driver.version}")
+    suggested = []
+    toolkit = machine.cuda_toolkit
+    if toolkit is not None and toolkit.nvcc_version:
+        suggested.append(f"CUDA toolkit {toolkit.nvcc_version} installed (nvcc)")
+    if machine.cudnn_system_libraries:
+        suggested.append("cuDNN libraries installed")
+    packages = machine.frameworks.packages if machine.frameworks else ()
+    cuda_packages = sorted({name for name, _ in packages if _CUDA_PACKAGE.match(name)})
+    if cuda_packages:
+        suggested.append("CUDA packages installed: " + ", ".join(cuda_packages[:4]))
+    return tuple(proven + suggested), bool(proven)
+
+
+def is_macos(machine: Machine) -> bool:
+    name = (machine.os.name or "").lower() if machine.os else ""
+    return "mac" in name or "darwin" in name
 
 
 def capability(gpu: Gpu) -> tuple[str | None, str]:

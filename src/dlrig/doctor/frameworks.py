@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-from dlrig.doctor import facts
+from dlrig.doctor import facts, installs
 from dlrig.doctor.registry import Check, DoctorOptions, check
 from dlrig.knowledge import pytorch as torch_knowledge
-from dlrig.knowledge.versions import local_variant, minor_of, release
+from dlrig.knowledge.resolver import resolve
+from dlrig.knowledge.versions import (
+    Version,
+    build_variant,
+    is_published_release,
+    local_variant,
+    minor_of,
+)
 from dlrig.machine.model import Machine, PackageInfo
 from dlrig.report import CheckResult
-
-_INDEX = "https://download.pytorch.org/whl/{variant}"
-
-
-def _cuda_index_for(m: Machine) -> str:
-    """The wheel index that fits the driver: newest CUDA variant the driver supports."""
-    driver_cuda = m.driver.cuda_version if m.driver else None
-    if driver_cuda and driver_cuda.split(".")[0].isdigit():
-        major = int(driver_cuda.split(".")[0])
-        if major >= 13:
-            return "cu130"
-        if major == 12:
-            return "cu126"
-        if major == 11:
-            return "cu118"
-    return "cu126"
 
 
 @check("frameworks.torch_installed", "frameworks", "PyTorch is installed")
@@ -72,19 +63,23 @@ def cpu_only_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
         return c.skip("torch is not installed")
     cpu_only = facts.torch_is_cpu_only(info)
     has_gpu = facts.has_nvidia_gpu(m)
-    if cpu_only and has_gpu:
-        index = _cuda_index_for(m)
-        release_version = release(info.version)
+    reasons, proven = facts.gpu_expected(m)
+    # A GPU proven absent (a live probe, the PCI bus) outweighs a CUDA install that suggests one.
+    if cpu_only and reasons and has_gpu is not False and not facts.is_macos(m):
+        answer = resolve(installs.request_for(m, today=o.today, need_cuda=True))
+        what = "this machine has NVIDIA GPUs" if proven else "this environment is set up for CUDA"
         return c.fail(
-            f"torch {info.version} is a CPU-only build, but this machine has NVIDIA GPUs",
+            f"torch {info.version} is a CPU-only build, but {what}",
             f"torch {info.version}: no CUDA (torch.version.cuda is None)",
-            f"{facts.nvidia_gpu_count(m)} NVIDIA GPU(s) present",
+            *reasons,
             'check: python -c "import torch; print(torch.__version__, torch.version.cuda)"',
-            fix=f"pip uninstall -y torch torchvision torchaudio && pip install --no-cache-dir "
-            f"torch=={release_version} torchvision torchaudio --index-url {_INDEX.format(variant=index)}",
+            fix=installs.reinstall_fix(answer),
         )
-    if cpu_only and has_gpu is False:
-        return c.ok(f"torch {info.version} is CPU-only, which fits this machine (no NVIDIA GPU)")
+    if cpu_only and (has_gpu is False or not reasons):
+        return c.ok(
+            f"torch {info.version} is CPU-only, which fits this machine (no NVIDIA GPU or CUDA "
+            "install recorded)"
+        )
     if cpu_only is False:
         return c.ok(f"torch {info.version} is a GPU build")
     return c.skip("cannot tell whether torch is a CUDA build")
@@ -103,7 +98,7 @@ def torch_cuda_usable(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     if facts.torch_cuda(m) and facts.has_nvidia_gpu(m):
         return c.fail(
             "torch.cuda.is_available() was False on a machine with NVIDIA GPUs and a CUDA build of torch",
-            "see driver.torch_cuda, driver.loaded and env.cuda_visible_devices for the reason",
+            "see driver.torch_cuda, driver.loaded and cuda.visible_devices for the reason",
             fix="Fix the failing driver check above; check CUDA_VISIBLE_DEVICES; run "
             '`python -c "import torch; torch.cuda.init()"` to see CUDA\'s own error.',
             cause=None,
@@ -113,20 +108,28 @@ def torch_cuda_usable(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
 
 def _companion_problem(m: Machine, companion: PackageInfo, torch_version: str) -> str | None:
     """Why a torchvision/torchaudio does not fit this torch, or None."""
+    if not is_published_release(torch_version) and is_published_release(companion.version):
+        # Published companion wheels link against a published torch; a source build, a nightly
+        # or a vendor's fork (NVIDIA Jetson, NGC) has other symbols ("undefined symbol").
+        return (
+            f"{companion.name} {companion.version} is a published wheel built against a released "
+            f"torch, but torch {torch_version} is a source, nightly or vendor build"
+        )
     if companion.name == "torchvision":
         expected_torch = torch_knowledge.torch_for_torchvision(companion.version)
     else:
         expected_torch = torch_knowledge.torch_for_torchaudio(companion.version)
     torch_minor = minor_of(torch_version)
-    if companion.name == "torchaudio" and expected_torch is None:
-        return None
     if expected_torch is not None and expected_torch != torch_minor:
-        # torchaudio 2.11 is the last release and supports later torch releases.
-        if companion.name == "torchaudio" and companion.version.startswith("2.11"):
-            return None
-        return f"{companion.name} {companion.version} is built for torch {expected_torch}, not {torch_minor}"
-    torch_variant = local_variant(torch_version)
-    variant = local_variant(companion.version)
+        # torchaudio 2.11 is built on the stable ABI and supports every later torch.
+        later = (Version.parse(torch_minor) or Version((0,))) >= Version((2, 11))
+        if not (companion.name == "torchaudio" and expected_torch == "2.11" and later):
+            return (
+                f"{companion.name} {companion.version} is built for torch {expected_torch}, "
+                f"not {torch_minor}"
+            )
+    torch_variant = build_variant(torch_version)
+    variant = build_variant(companion.version)
     if torch_variant and variant and torch_variant != variant:
         return (
             f"{companion.name} {companion.version} is a {variant} build, torch is {torch_variant}"
@@ -161,25 +164,27 @@ def companions(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
         p for p in (_companion_problem(m, companion, info.version) for companion in present) if p
     ]
     if problems:
-        entry = torch_knowledge.companions().get(minor_of(info.version) or "")
-        pins = [f"torch=={release(info.version)}"]
-        if entry and entry.torchvision_version and m.frameworks.torchvision:
-            pins.append(f"torchvision=={entry.torchvision_version}.*")
-        if entry and entry.torchaudio_version and m.frameworks.torchaudio:
-            pins.append(f"torchaudio=={entry.torchaudio_version}.*")
-        variant = local_variant(info.version)
-        index = (
-            variant
-            if variant and (variant.startswith("cu") or variant == "cpu")
-            else _cuda_index_for(m)
+        evidence = (f"torch {info.version}", *(f"{p.name} {p.version}" for p in present))
+        if not is_published_release(info.version):
+            return c.fail(
+                problems[0],
+                *problems[1:],
+                *evidence,
+                fix="Build the companions from source against this torch (check out the "
+                "torchvision/torchaudio tag that pairs with its release and run `pip install "
+                "--no-build-isolation .`), or install the wheels its vendor publishes for it "
+                "(NVIDIA Jetson / NGC images ship matching ones).",
+            )
+        # Keep torch as it is (release and variant) and bring the companions to it, from the
+        # one index that holds all three.
+        answer = resolve(
+            installs.request_for(
+                m, exact=True, variant=installs.installed_variant(m), today=o.today
+            )
         )
-        return c.fail(
-            problems[0],
-            *problems[1:],
-            f"torch {info.version}",
-            *(f"{p.name} {p.version}" for p in present),
-            fix=f"pip install --force-reinstall {' '.join(pins)} --index-url {_INDEX.format(variant=index)}",
-        )
+        if answer.install is None:
+            answer = resolve(installs.request_for(m, exact=True, today=o.today))
+        return c.fail(problems[0], *problems[1:], *evidence, fix=installs.reinstall_fix(answer))
     return c.ok(
         "torchvision/torchaudio match torch " + info.version,
         *(f"{p.name} {p.version}" for p in present),

@@ -124,7 +124,7 @@ def _check_one(
                 f"{label!r}: torch {minor} {variant} has no kernels for compute capability {capability}"
             )
     cuda = shipped[variant].cuda_version
-    requirement = cuda_knowledge.driver_requirement(cuda, windows=platform.startswith("windows"))
+    requirement, _ = cuda_knowledge.driver_requirement_for(cuda, platform.startswith("windows"))
     if driver is not None and requirement is not None:
         floor = requirement.full_support
         if requirement.minor_compat_floor and requirement.minor_compat_floor < floor:

@@ -82,6 +82,7 @@ class DriverRequirement:
     minor_compat_source: str | None
 
 
+@functools.cache
 def driver_requirement(cuda: str, windows: bool = False) -> DriverRequirement | None:
     """The driver a build for CUDA `cuda` ("12.4" or "12.4.1") needs; None if the table lacks it.
 
@@ -100,8 +101,9 @@ def driver_requirement(cuda: str, windows: bool = False) -> DriverRequirement | 
     ]
     if not same_minor:
         return None
-    # The x.y.0 release sets the floor for anything built against x.y (wheels name x.y only).
-    ga = min(same_minor, key=lambda r: r.cuda_version)
+    # The first general release of x.y sets the floor for anything built against x.y (wheels
+    # name x.y only); a release candidate (11.0.1 RC) is not one.
+    ga = _first_release(same_minor)
     full = minimum(ga)
     assert full is not None
     compat = minor_compat().get(wanted.major)
@@ -117,17 +119,43 @@ def driver_requirement(cuda: str, windows: bool = False) -> DriverRequirement | 
     )
 
 
-def max_cuda_for_driver(driver: str) -> str | None:
-    """The newest CUDA x.y whose GA minimum this Linux driver meets (from the table)."""
+def _first_release(candidates: list[DriverMinimum]) -> DriverMinimum:
+    general = [r for r in candidates if "RC" not in r.release_label.split()]
+    return min(general or candidates, key=lambda r: r.cuda_version)
+
+
+def driver_requirement_for(cuda: str, windows: bool) -> tuple[DriverRequirement | None, bool]:
+    """The requirement for this platform, and whether the Linux one stands in for it.
+
+    The table has no Windows minimum for CUDA 13 (the toolkit stopped bundling a Windows
+    driver); Windows drivers number within a few builds of Linux ones (570.65 vs 570.26 for
+    12.8), so the Linux minimum is the closest floor the table can give.
+    """
+    requirement = driver_requirement(cuda, windows=windows)
+    if requirement is None and windows:
+        return driver_requirement(cuda, windows=False), True
+    return requirement, False
+
+
+def max_cuda_for_driver(driver: str, windows: bool = False) -> str | None:
+    """The newest CUDA x.y whose first-release minimum this driver meets (from the table).
+
+    Before CUDA 11 the table names build versions (10.1.105, 9.2.148), not x.y.0.
+    """
     version = Version.parse(driver)
     if version is None:
         return None
-    best = None
+    by_minor: dict[Version, list[DriverMinimum]] = {}
     for row in driver_minimums():
-        if row.min_driver_linux is None or row.cuda_version.parts[2:3] not in ((0,), ()):
-            continue
-        if version >= row.min_driver_linux:
-            best = row.cuda_version.truncated(2)
+        floor = row.min_driver_windows if windows else row.min_driver_linux
+        if floor is not None:
+            by_minor.setdefault(row.cuda_version.truncated(2), []).append(row)
+    best = None
+    for minor, group in sorted(by_minor.items()):
+        first = _first_release(group)
+        floor = first.min_driver_windows if windows else first.min_driver_linux
+        if floor is not None and version >= floor:
+            best = minor
     return str(best) if best else None
 
 
@@ -163,6 +191,7 @@ def arch_status(cuda: str, compute_capability: str) -> ArchEvent | None:
     return max(relevant, key=lambda e: e.cuda_version) if relevant else None
 
 
+@functools.cache
 def first_cuda_for(compute_capability: str) -> Version | None:
     """The first CUDA release that can target this architecture, where the table records it.
 

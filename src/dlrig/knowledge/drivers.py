@@ -18,6 +18,7 @@ class DriverBranch:
     eol_without_date: bool  # listed as end of life with no date given
     max_cuda: str
     source: str
+    first_release: dt.date | None = None  # first day of the month of its first release
 
 
 def _month(text: str) -> dt.date | None:
@@ -40,6 +41,7 @@ def branches() -> dict[str, DriverBranch]:
             eol_without_date=eol_text == "eol",
             max_cuda=row["max_cuda"],
             source=row["source"],
+            first_release=_month(row["first_release"]) if row["first_release"] else None,
         )
     return result
 

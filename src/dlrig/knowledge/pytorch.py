@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from dlrig.knowledge.cuda import first_cuda_for, variant_cuda
 from dlrig.knowledge.tables import rows
-from dlrig.knowledge.versions import Version, minor_of
+from dlrig.knowledge.versions import Version, minor_of, release
 
 
 @dataclass(frozen=True)
@@ -73,18 +73,19 @@ def arch_lists() -> tuple[ArchList, ...]:
     return tuple(result)
 
 
+@functools.cache
+def _arch_index() -> dict[tuple[str, str, str], ArchList]:
+    index: dict[tuple[str, str, str], ArchList] = {}
+    for entry in arch_lists():
+        index.setdefault((entry.torch_version, entry.cuda_variant, entry.platform), entry)
+    return index
+
+
 def arch_list(
     torch_version: str, cuda_variant: str, platform: str = "linux-x86_64"
 ) -> ArchList | None:
     minor = minor_of(torch_version)
-    for entry in arch_lists():
-        if (
-            entry.torch_version == minor
-            and entry.cuda_variant == cuda_variant
-            and entry.platform == platform
-        ):
-            return entry
-    return None
+    return _arch_index().get((minor or "", cuda_variant, platform))
 
 
 def variants_supporting(compute_capability: str, platform: str = "linux-x86_64") -> list[ArchList]:
@@ -101,11 +102,22 @@ def variants_supporting(compute_capability: str, platform: str = "linux-x86_64")
 
 @dataclass(frozen=True)
 class CudaVariant:
-    torch_version: str
+    torch_version: str  # the minor, "2.5"
     cuda_variant: str
     cuda_version: str
     status: str
     source: str
+    # Patch releases that shipped this variant ("1.8.1"); empty = every patch of the minor.
+    releases: tuple[str, ...] = ()
+
+    def shipped_in(self, torch_version: str) -> bool:
+        """Whether this variant exists for that release ("1.8.0" has no cu101 wheel)."""
+        if minor_of(torch_version) != self.torch_version:
+            return False
+        wanted = Version.parse(release(torch_version))
+        if not self.releases or wanted is None or len(wanted.parts) < 3:
+            return True
+        return any(Version.parse(r) == wanted.padded(3) for r in self.releases)
 
 
 @functools.cache
@@ -117,6 +129,7 @@ def cuda_variants() -> tuple[CudaVariant, ...]:
             cuda_version=row["cuda_version"],
             status=row["status"],
             source=row["source"],
+            releases=tuple(r for r in row.get("releases", "").split(";") if r),
         )
         for row in rows("pytorch_cuda_variants")
     )
@@ -139,12 +152,25 @@ def variant_for_cuda(torch_version: str, cuda: str) -> str | None:
     return f"cu{wanted.major}{wanted.minor}"
 
 
+def variants_of(torch_version: str) -> tuple[CudaVariant, ...]:
+    """The CUDA wheel variants that exist for this release (patch-exact where the table says)."""
+    return tuple(v for v in cuda_variants() if v.shipped_in(torch_version))
+
+
+def releases() -> tuple[str, ...]:
+    """Every torch minor the variant table knows, oldest first."""
+    minors = {v.torch_version for v in cuda_variants()}
+    return tuple(sorted(minors, key=lambda m: Version.parse(m) or Version((0,))))
+
+
 @dataclass(frozen=True)
 class Companions:
     torch_version: str
     torchvision_version: str | None
     torchaudio_version: str | None
     source: str
+    # Exact torchvision releases, where two torch minors share one torchvision minor (0.4).
+    torchvision_releases: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -155,6 +181,9 @@ def companions() -> dict[str, Companions]:
             torchvision_version=row["torchvision_version"] or None,
             torchaudio_version=row["torchaudio_version"] or None,
             source=row["source"],
+            torchvision_releases=tuple(
+                r for r in row.get("torchvision_releases", "").split(";") if r
+            ),
         )
         for row in rows("torch_companions")
     }
@@ -162,10 +191,18 @@ def companions() -> dict[str, Companions]:
 
 def torch_for_torchvision(torchvision_version: str) -> str | None:
     minor = minor_of(torchvision_version)
-    for entry in companions().values():
-        if entry.torchvision_version == minor:
+    exact = Version.parse(release(torchvision_version))
+    candidates = [e for e in companions().values() if e.torchvision_version == minor]
+    for entry in candidates:
+        if exact is not None and any(
+            Version.parse(r) == exact.padded(3) for r in entry.torchvision_releases
+        ):
             return entry.torch_version
-    return None
+    # Without an exact match, a shared minor (0.4 = torch 1.2 or 1.3) names no single torch.
+    plain = [e for e in candidates if not e.torchvision_releases]
+    if plain:
+        return plain[0].torch_version
+    return candidates[0].torch_version if len(candidates) == 1 else None
 
 
 def torch_for_torchaudio(torchaudio_version: str) -> str | None:

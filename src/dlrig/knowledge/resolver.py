@@ -17,10 +17,8 @@ so a fix printed anywhere names a wheel, an index and a driver that exist togeth
 from __future__ import annotations
 
 import datetime as dt
-import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from dlrig.knowledge import cuda as cuda_knowledge
 from dlrig.knowledge import pytorch as torch_knowledge
 from dlrig.knowledge.driver_choice import (
     DriverUpgrade,
@@ -29,6 +27,7 @@ from dlrig.knowledge.driver_choice import (
 )
 from dlrig.knowledge.install_commands import Install, install_for, normalise_platform
 from dlrig.knowledge.versions import Version, minor_of, release
+from dlrig.knowledge.wheel_fit import Candidate, candidates, capabilities_of, gpu_floor
 
 __all__ = [
     "DriverUpgrade",
@@ -111,233 +110,7 @@ class Resolution:
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    minor: str
-    variant: str
-    cuda: str | None
-    status: str
-    runs_gpus: bool
-    gpu_notes: tuple[str, ...]
-    full_min: Version | None  # driver for full support (Table 3, and the GPU's own floor)
-    compat_min: Version | None  # driver for minor-version compatibility, when it applies
-    mode: str  # full | minor_compat | too_old | unknown (the driver given, or none given)
-    ptx_only: bool = False
-    sources: tuple[str, ...] = field(default_factory=tuple)
-
-
-def _capabilities(request: Request) -> tuple[tuple[str, ...], list[str]]:
-    problems = []
-    found = [c.strip() for c in request.compute_capabilities if c and c.strip()]
-    if request.gpu_ids:
-        from dlrig.knowledge import gpus
-
-        for gpu_id in request.gpu_ids:
-            spec = gpus.catalogue().resolve(gpu_id)
-            if spec is None or not spec.compute_capability:
-                problems.append(f"GPU {gpu_id!r} is not in the catalogue")
-                continue
-            found.append(spec.compute_capability)
-    unique = tuple(sorted(set(found), key=lambda c: Version.parse(c) or Version((0,))))
-    return unique, problems
-
-
-def _gpu_floor(capabilities: tuple[str, ...], windows: bool) -> tuple[Version | None, list[str]]:
-    """The driver every GPU needs at least: that of the first CUDA release that knows it."""
-    floor: Version | None = None
-    notes = []
-    for capability in capabilities:
-        first = cuda_knowledge.first_cuda_for(capability)
-        if first is None:
-            continue
-        requirement = cuda_knowledge.driver_requirement(str(first.truncated(2)), windows=windows)
-        if requirement is None:
-            continue
-        if floor is None or requirement.full_support > floor:
-            floor = requirement.full_support
-            notes.append(
-                f"compute capability {capability} first appears in CUDA {first.truncated(2)}, "
-                f"whose driver minimum is {requirement.full_support}"
-            )
-    return floor, notes
-
-
-def _arch_entry(minor: str, variant: str, platform: str) -> tuple[object | None, str | None]:
-    entry = torch_knowledge.arch_list(minor, variant, platform)
-    if entry is not None:
-        return entry, None
-    if platform.startswith("windows"):
-        # Windows wheels carry the Linux list and sometimes more (6.1): the Linux list is a floor.
-        linux = torch_knowledge.arch_list(minor, variant, "linux-x86_64")
-        if linux is not None:
-            return linux, "Windows wheel assumed to carry at least the Linux architecture list"
-    return None, None
-
-
-def _candidate(
-    request: Request,
-    minor: str,
-    variant: str,
-    cuda: str | None,
-    status: str,
-    source: str,
-    capabilities: tuple[str, ...],
-    gpu_floor: Version | None,
-    platform: str,
-) -> _Candidate:
-    static = _evaluate(minor, variant, cuda, status, source, capabilities, gpu_floor, platform)
-    if variant == "cpu":
-        return static
-    build = Version.parse(cuda) if cuda else None
-    return replace(static, mode=_mode(request, build, static.full_min, static.compat_min))
-
-
-@functools.cache
-def _evaluate(
-    minor: str,
-    variant: str,
-    cuda: str | None,
-    status: str,
-    source: str,
-    capabilities: tuple[str, ...],
-    gpu_floor: Version | None,
-    platform: str,
-) -> _Candidate:
-    """What a wheel needs and whether it runs the GPUs: the same for every driver asked about."""
-    windows = platform.startswith("windows")
-    notes: list[str] = []
-    sources = [source]
-    ptx_only = False
-    if variant == "cpu":
-        runs = not capabilities
-        if capabilities:
-            notes.append("a CPU-only wheel cannot use the GPUs")
-        return _Candidate(minor, variant, None, status, runs, tuple(notes), None, None, "full")
-    entry, assumption = _arch_entry(minor, variant, platform)
-    if entry is None:
-        runs = not capabilities and not platform.startswith("macos")
-        if capabilities:
-            notes.append(f"no architecture list recorded for torch {minor} {variant} on {platform}")
-    else:
-        assert isinstance(entry, torch_knowledge.ArchList)
-        sources.append(entry.source)
-        if assumption:
-            notes.append(assumption)
-        runs = True
-        for capability in capabilities:
-            if not entry.supports(capability):
-                runs = False
-                notes.append(
-                    f"torch {minor} {variant} has no kernels for compute capability {capability}"
-                )
-            elif not _has_cubin(entry, capability):
-                ptx_only = True
-    requirement = cuda_knowledge.driver_requirement(cuda, windows=windows) if cuda else None
-    full_min = requirement.full_support if requirement else None
-    compat_min = None
-    build = Version.parse(cuda) if cuda else None
-    # Minor-version compatibility cannot JIT PTX from a newer minor, so a GPU that only has PTX
-    # in this wheel needs the full minimum.
-    if (
-        requirement
-        and requirement.minor_compat_floor
-        and build
-        and not ptx_only
-        and requirement.minor_compat_floor < requirement.full_support
-    ):
-        compat_min = requirement.minor_compat_floor
-    if gpu_floor is not None:
-        full_min = max(full_min, gpu_floor) if full_min else gpu_floor
-        compat_min = max(compat_min, gpu_floor) if compat_min else None
-    if requirement:
-        sources.append(requirement.full_support_source)
-    return _Candidate(
-        minor,
-        variant,
-        cuda,
-        status,
-        runs,
-        tuple(notes),
-        full_min,
-        compat_min,
-        "unknown",
-        ptx_only,
-        tuple(sources),
-    )
-
-
-def _has_cubin(entry: torch_knowledge.ArchList, capability: str) -> bool:
-    wanted = Version.parse(capability)
-    for have_text in entry.compute_capabilities:
-        have = Version.parse(have_text)
-        if wanted and have and have.major == wanted.major and have.minor <= wanted.minor:
-            return True
-    return False
-
-
-def _mode(
-    request: Request, build: Version | None, full_min: Version | None, compat_min: Version | None
-) -> str:
-    driver = Version.parse(request.driver_version) if request.driver_version else None
-    if driver is not None:
-        if full_min is None:
-            return "unknown"
-        if driver >= full_min:
-            return "full"
-        if request.allow_minor_compat and compat_min is not None and driver >= compat_min:
-            return "minor_compat"
-        return "too_old"
-    supported = Version.parse(request.driver_cuda) if request.driver_cuda else None
-    if supported is not None and build is not None:
-        if supported.truncated(2) >= build.truncated(2):
-            return "full"
-        if request.allow_minor_compat and supported.major == build.major >= 11:
-            return "minor_compat"
-        return "too_old"
-    return "unknown"
-
-
-def _candidates(request: Request, capabilities: tuple[str, ...], platform: str) -> list[_Candidate]:
-    gpu_floor, _ = _gpu_floor(capabilities, platform.startswith("windows"))
-    result = []
-    for minor in torch_knowledge.releases():
-        if platform.startswith("macos"):
-            variants: list[tuple[str, str | None, str, str]] = []
-        else:
-            variants = [
-                (v.cuda_variant, v.cuda_version, v.status, v.source)
-                for v in _variants_by_minor().get(minor, ())
-                if request.torch_version is None
-                or minor_of(request.torch_version) != minor
-                or v.shipped_in(request.torch_version)
-            ]
-        variants.append(("cpu", None, "stable", "https://download.pytorch.org/whl/cpu"))
-        for variant, cuda, status, source in variants:
-            result.append(
-                _candidate(
-                    request,
-                    minor,
-                    variant,
-                    cuda,
-                    status,
-                    source,
-                    capabilities,
-                    gpu_floor,
-                    platform,
-                )
-            )
-    return result
-
-
-@functools.cache
-def _variants_by_minor() -> dict[str, tuple[torch_knowledge.CudaVariant, ...]]:
-    index: dict[str, list[torch_knowledge.CudaVariant]] = {}
-    for variant in torch_knowledge.cuda_variants():
-        index.setdefault(variant.torch_version, []).append(variant)
-    return {minor: tuple(found) for minor, found in index.items()}
-
-
-def _rank(candidate: _Candidate, preferred_minor: str | None) -> tuple[object, ...]:
+def _rank(candidate: Candidate, preferred_minor: str | None) -> tuple[object, ...]:
     release_version = Version.parse(candidate.minor) or Version((0,))
     cuda = Version.parse(candidate.cuda) if candidate.cuda else Version((0,))
     return (
@@ -358,9 +131,9 @@ def resolve(request: Request) -> Resolution:
     """The torch, wheel index, companions and driver that work together for this request."""
     platform = normalise_platform(request.platform)
     windows = platform.startswith("windows")
-    capabilities, problems = _capabilities(request)
+    capabilities, problems = capabilities_of(request)
     reasons: list[str] = []
-    _, floor_notes = _gpu_floor(capabilities, windows)
+    _, floor_notes = gpu_floor(capabilities, windows)
     reasons.extend(floor_notes)
     wanted_minor = minor_of(request.torch_version) if request.torch_version else None
     variant = (request.cuda_variant or "").strip().lower() or None
@@ -382,7 +155,7 @@ def resolve(request: Request) -> Resolution:
                 f"never {variant}"
             )
             return Resolution(request, None, problems=tuple(problems), capabilities=capabilities)
-    pool = _candidates(request, capabilities, platform)
+    pool = candidates(request, capabilities, platform)
     if variant:
         pool = [c for c in pool if c.variant == variant]
         if not pool:
@@ -449,8 +222,8 @@ def resolve(request: Request) -> Resolution:
 
 
 def _fit_recommended_driver(
-    request: Request, runnable: list[_Candidate], windows: bool, reasons: list[str]
-) -> list[_Candidate]:
+    request: Request, runnable: list[Candidate], windows: bool, reasons: list[str]
+) -> list[Candidate]:
     """No driver given: prefer wheels the current long-term driver branch runs in full."""
     recommended = _recommended_driver(request, windows)
     if recommended is None:
@@ -464,7 +237,7 @@ def _fit_recommended_driver(
     return fitting or runnable
 
 
-def _explain(best: _Candidate, request: Request, wanted_minor: str | None) -> list[str]:
+def _explain(best: Candidate, request: Request, wanted_minor: str | None) -> list[str]:
     lines = []
     if wanted_minor and best.minor == wanted_minor:
         lines.append(f"kept torch {wanted_minor}, which has a {best.variant} wheel")
@@ -486,7 +259,7 @@ def _explain(best: _Candidate, request: Request, wanted_minor: str | None) -> li
 
 
 def _why_nothing_runs(
-    pool: list[_Candidate], capabilities: tuple[str, ...], wanted_minor: str | None
+    pool: list[Candidate], capabilities: tuple[str, ...], wanted_minor: str | None
 ) -> list[str]:
     if not pool:
         return ["no wheel in the tables matches the request"]
@@ -506,7 +279,7 @@ def _why_nothing_runs(
 
 
 def _why_not_wanted(
-    pool: list[_Candidate], wanted_minor: str, capabilities: tuple[str, ...]
+    pool: list[Candidate], wanted_minor: str, capabilities: tuple[str, ...]
 ) -> list[str]:
     same = [c for c in pool if c.minor == wanted_minor]
     if same and not any(c.runs_gpus for c in same):
@@ -527,8 +300,8 @@ def _why_not_wanted(
 
 def _alternatives(
     request: Request,
-    runnable: list[_Candidate],
-    best: _Candidate,
+    runnable: list[Candidate],
+    best: Candidate,
     platform: str,
     windows: bool,
     preferred: str | None,

@@ -6,6 +6,7 @@ Driver versions are dotted integers ("535.104.05"), CUDA "12.4" or "12.4.131", t
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -23,10 +24,7 @@ class Version:
         """The leading dotted-number part of `text`; None when there is none."""
         if not text:
             return None
-        match = _LEADING_NUMBERS.match(text)
-        if not match:
-            return None
-        return cls(tuple(int(part) for part in match.group(1).split(".")), match.group(1))
+        return _parse(text)
 
     def truncated(self, length: int) -> Version:
         return Version(
@@ -46,6 +44,15 @@ class Version:
 
     def __str__(self) -> str:
         return self.text or ".".join(str(part) for part in self.parts)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse(text: str) -> Version | None:
+    # Versions are immutable, and the resolver parses the same table values many times.
+    match = _LEADING_NUMBERS.match(text)
+    if not match:
+        return None
+    return Version(tuple(int(part) for part in match.group(1).split(".")), match.group(1))
 
 
 def compare(a: str, b: str) -> int:
@@ -78,3 +85,25 @@ def minor_of(version: str | None) -> str | None:
     if parsed is None:
         return None
     return f"{parsed.major}.{parsed.minor}"
+
+
+_BUILD_VARIANT = re.compile(r"^(cu\d{2,3}|cpu|cpu\.cxx11\.abi|rocm\d+(\.\d+)*|xpu)$")
+_PUBLIC_RELEASE = re.compile(r"^\d+(\.\d+)*(\.post\d+)?$")
+
+
+def build_variant(version: str | None) -> str | None:
+    """The wheel-variant tag of a version: "2.5.1+cu124" -> "cu124"; None for a git hash
+    ("1.7.0a0+9ddd3df"), a vendor tag ("+2c916ef.nv22.3") or no local part."""
+    local = local_variant(version)
+    return local if local and _BUILD_VARIANT.match(local) else None
+
+
+def is_published_release(version: str | None) -> bool:
+    """A release PyTorch published (2.5.1, 2.5.1+cu124), not a nightly, a pre-release, a source
+    build or a vendor's fork (2.1.0.dev20230905, 1.12.0a0+2c916ef.nv22.3, 1.4.0a0+013ca32)."""
+    if not version:
+        return False
+    public = release(version) or ""
+    if not _PUBLIC_RELEASE.match(public):
+        return False
+    return local_variant(version) is None or build_variant(version) is not None

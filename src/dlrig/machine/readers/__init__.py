@@ -1,13 +1,18 @@
 """Recorded evidence -> Machine: the formats `dlrig doctor --from FILE` understands.
 
-The format is detected from the content, not the file name, because users paste outputs into
-files named anything.
+The format is detected from the content's structure, not the file name (users paste outputs
+into files named anything) and not from a word found anywhere: a README that mentions
+`NVRM: Xid` is not a kernel log, a collect_env paste is not GPU telemetry.
+
+    readers.load(path)              one file
+    readers.load_many(paths)        several files of one machine, merged (doctor --from A --from B)
+    readers.load_gpu_readings(...)  only formats that carry GPU readings (monitor --replay)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from dlrig.errors import InputError
@@ -18,10 +23,12 @@ from dlrig.machine.readers import (
     kernel_log,
     nvsmi_capture,
     nvsmi_csv,
+    nvsmi_table,
     nvsmi_text,
     nvsmi_xml,
     snapshot,
 )
+from dlrig.machine.readers.merge import merge
 
 MAX_INPUT_BYTES = 100 * 1000 * 1000
 
@@ -30,60 +37,114 @@ FORMATS = (
     "nvidia-smi -q -x XML",
     "nvidia-smi -q text",
     "nvidia-smi --query-gpu CSV",
+    "the plain nvidia-smi table",
     "an nvidia-smi capture (dlrig monitor record)",
     "python -m torch.utils.collect_env output",
-    "a kernel log (dmesg) with NVRM lines",
+    "a kernel log (dmesg, dmesg -T, journalctl -k)",
+)
+TELEMETRY_FORMATS = (
+    "nvidia-smi -q -x XML, -q text, --query-gpu CSV, the plain nvidia-smi table, a capture, "
+    "a dlrig snapshot taken on the machine, or a kernel log for Xid events"
 )
 
 
-def _detect(text: str) -> tuple[str, Callable[[str, str | None], Machine]] | None:
+@dataclass(frozen=True)
+class Format:
+    name: str
+    read: Callable[[str, str | None], Machine]
+    gpu_readings: bool  # carries measured GPU state (memory, utilisation, temperature...)
+
+
+def detect(text: str) -> Format | None:
     head = text.lstrip()[:4096]
     if snapshot.looks_like(text):
-        return "snapshot", snapshot.read
+        return Format("snapshot", snapshot.read, True)
     if head.startswith("<?xml") or head.startswith("<nvidia_smi_log") or "<nvidia_smi_log" in head:
-        return "nvidia-smi XML", nvsmi_xml.read
+        return Format("nvidia-smi XML", nvsmi_xml.read, True)
     if nvsmi_capture.looks_like(text):
-        return "nvidia-smi capture", nvsmi_capture.read
+        return Format("nvidia-smi capture", nvsmi_capture.read, True)
     if nvsmi_text.looks_like(text):
-        return "nvidia-smi -q text", nvsmi_text.read
+        return Format("nvidia-smi -q text", nvsmi_text.read, True)
     if collect_env.looks_like(text):
-        return "collect_env output", collect_env.read
+        # GPU names from torch, no readings: never GPU telemetry.
+        return Format("collect_env output", collect_env.read, False)
+    if nvsmi_table.looks_like(text):
+        return Format("nvidia-smi table", nvsmi_table.read, True)
     if nvsmi_csv.looks_like(text):
-        return "nvidia-smi CSV", nvsmi_csv.read
+        return Format("nvidia-smi CSV", nvsmi_csv.read, True)
     if kernel_log.looks_like(text):
-        return "kernel log", kernel_log.read
+        return Format("kernel log", kernel_log.read, True)
     return None
+
+
+def _not_readable(label: str) -> InputError:
+    return InputError(
+        f"{label}: not a format dlrig reads", fix="give one of: " + "; ".join(FORMATS)
+    )
+
+
+def _read(fmt: Format, text: str, label: str) -> Machine:
+    try:
+        return fmt.read(text, label)
+    except ValueError as exc:
+        raise InputError(
+            f"{label}: unreadable {fmt.name}: {exc}", fix="give a complete, unedited file"
+        ) from None
+
+
+def load_text(text: str, label: str = "<text>") -> Machine:
+    """A recorded machine from text already in memory (tests, stdin)."""
+    fmt = detect(text)
+    if fmt is None:
+        raise _not_readable(label)
+    return _read(fmt, text, label)
 
 
 def load(path: Path | str) -> Machine:
     """Read a recorded machine from a file; InputError (exit 2) for anything unreadable."""
-    text = read_text(path, "recorded machine evidence", MAX_INPUT_BYTES)
-    detected = _detect(text)
-    if detected is None:
-        raise InputError(
-            f"{path}: not a format dlrig reads",
-            fix="give one of: " + "; ".join(FORMATS),
+    return load_text(read_text(path, "recorded machine evidence", MAX_INPUT_BYTES), str(path))
+
+
+def load_many(paths: Sequence[Path | str]) -> Machine:
+    """Several recordings of one machine merged into one (each file must be readable)."""
+    if not paths:
+        raise InputError("no recorded file given", fix="give --from FILE (repeatable)")
+    return merge([load(path) for path in paths])
+
+
+def _has_readings(machine: Machine) -> bool:
+    for gpu in machine.gpus or ():
+        measured = (
+            gpu.memory_used_bytes,
+            gpu.utilization_gpu_percent,
+            gpu.temperature_c,
+            gpu.power_draw_watts,
         )
-    kind, reader = detected
-    try:
-        machine = reader(text, str(path))
-    except ValueError as exc:
+        if any(value is not None for value in measured):
+            return True
+    return False
+
+
+def load_gpu_readings(text: str, label: str) -> Machine:
+    """Like load_text, but only for files that hold GPU readings (or Xid events).
+
+    A collect_env paste names GPUs without measuring them: replaying it would show made-up
+    healthy GPUs, so it is refused (InputError, exit 2), as is a snapshot without readings.
+    """
+    fmt = detect(text)
+    if fmt is None:
         raise InputError(
-            f"{path}: unreadable {kind}: {exc}", fix="give a complete, unedited file"
-        ) from None
+            f"{label}: not a format dlrig reads", fix="give GPU readings: " + TELEMETRY_FORMATS
+        )
+    if not fmt.gpu_readings:
+        raise InputError(
+            f"{label}: a {fmt.name} names GPUs but holds no GPU readings to replay",
+            fix="give " + TELEMETRY_FORMATS,
+        )
+    machine = _read(fmt, text, label)
+    if machine.kernel_log is None and not _has_readings(machine):
+        raise InputError(
+            f"{label}: this {fmt.name} holds no GPU readings (memory, utilisation, temperature)",
+            fix="give " + TELEMETRY_FORMATS,
+        )
     return machine
-
-
-def load_text(text: str, label: str = "<text>") -> Machine:
-    """The same detection for text already in memory (tests, stdin)."""
-    detected = _detect(text)
-    if detected is None:
-        raise InputError(
-            f"{label}: not a format dlrig reads", fix="give one of: " + "; ".join(FORMATS)
-        )
-    kind, reader = detected
-    try:
-        machine = reader(text, label)
-    except ValueError as exc:
-        raise InputError(f"{label}: unreadable {kind}: {exc}") from None
-    return replace(machine)

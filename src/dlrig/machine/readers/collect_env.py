@@ -88,9 +88,17 @@ def looks_like(text: str) -> bool:
     )
 
 
+_QUOTE = re.compile(r"^[ \t]*>[ \t]?")
+
+
 def _normalise(text: str) -> str:
     # Full-width colons appear in pastes from some locales/input methods.
     text = text.replace("\uff1a", ":").replace("\r\n", "\n").replace("\r", "\n")
+    # A paste quoted in Markdown ("> PyTorch version: ...") on most of its lines: unquote it.
+    lines = text.split("\n")
+    filled = [line for line in lines if line.strip()]
+    if filled and sum(1 for line in filled if _QUOTE.match(line)) >= 0.8 * len(filled):
+        text = "\n".join(_QUOTE.sub("", line, count=1) for line in lines)
     return text
 
 
@@ -355,6 +363,10 @@ def read(text: str, path: str | None) -> Machine:
         # collect_env prints torch.version.cuda; None ("None"/"Could not collect" while torch
         # imported) means a build without CUDA.
         build = "cuda" if build_cuda else ("rocm" if hip else "cpu")
+        if build == "cpu" and (
+            torch_version.endswith("+xpu") or _bool(fields, "Is XPU available") is True
+        ):
+            build = "xpu"  # Intel GPU builds have no CUDA either, but are not CPU-only
         torch = TorchInfo(
             version=torch_version,
             build=build,

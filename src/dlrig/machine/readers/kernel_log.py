@@ -35,9 +35,44 @@ def xid_events(lines: list[str] | tuple[str, ...]) -> tuple[XidEvent, ...]:
     return tuple(events)
 
 
+# What a kernel log line starts with: a dmesg timestamp ("[ 1843.308145]"), a dmesg -T one
+# ("[Sun Feb 23 16:24:18 2025]"), a syslog/journalctl prefix ("Feb 23 16:24:18 host kernel:",
+# localised months too: "april 24 16:22:15 host kernel:"), a bare "kernel: " prefix,
+# an ISO one (journalctl -o short-iso), or -- with timestamps off or on a continuation line --
+# the NVRM: prefix itself.
+_KERNEL_LINE = re.compile(
+    r"^\s*(?:"
+    r"\[\s*\d+\.\d+\]"
+    r"|\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3}\s+\d{1,2} \d{2}:\d{2}:\d{2} \d{4}\]"
+    r"|[A-Za-z]{3,10}\.?\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s+\S+\s+\S+?(?:\[\d+\])?:"
+    r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\S*\s+\S+\s+\S+?(?:\[\d+\])?:"
+    r"|(?:kernel: )?NVRM: "
+    r"|kernel: "
+    r")"
+)
+# journalctl's own lines ("-- Logs begin at ...", "-- Boot 3f2a... --") carry no kernel text.
+_JOURNAL_NOTE = re.compile(r"^-- .* --?$|^-- (Logs begin|No entries|Journal begins)")
+
+
+def is_kernel_line(line: str) -> bool:
+    return bool(_KERNEL_LINE.match(line))
+
+
 def looks_like(text: str) -> bool:
-    head = text[:200_000]
-    return "NVRM:" in head or bool(re.search(r"^\s*\[\s*\d+\.\d+\]", head, re.M))
+    """A kernel log by its line shape: most lines carry a kernel-log prefix.
+
+    A README or Markdown file that mentions `NVRM: Xid` in prose or in a short code block is
+    mostly other lines, so it is not read as a log whatever words it contains.
+    """
+    lines = [
+        line
+        for line in text[:400_000].splitlines()[:5000]
+        if line.strip() and not _JOURNAL_NOTE.match(line.strip())
+    ]
+    if not lines:
+        return False
+    shaped = sum(1 for line in lines if is_kernel_line(line))
+    return shaped >= 1 and shaped * 2 >= len(lines)
 
 
 def read(text: str, path: str | None) -> Machine:

@@ -1,0 +1,102 @@
+"""Every install command doctor prints, from the one resolver (`dlrig.knowledge.resolver`).
+
+A check says what is wrong; this module turns the snapshot into a resolver request (the GPUs'
+compute capabilities, the driver, the platform, the torch the user has) so the fix names a
+wheel, an index and a driver that exist together. No check builds a pip line itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from dlrig.doctor import facts
+from dlrig.knowledge.driver_choice import driver_upgrade_for, recommended_branch_driver
+from dlrig.knowledge.resolver import Request, Resolution, resolve
+from dlrig.knowledge.versions import Version, local_variant, release
+from dlrig.machine.model import Machine
+
+
+def platform_of(m: Machine) -> str:
+    """linux-x86_64 | linux-aarch64 | windows-x86_64 | macos-arm64 | macos-x86_64."""
+    name = (m.os.name or "").lower() if m.os else ""
+    arch = (m.os.architecture or "").lower() if m.os else ""
+    if "windows" in name:
+        return "windows-x86_64"
+    if "mac" in name or "darwin" in name:
+        return "macos-x86_64" if arch in {"x86_64", "amd64"} else "macos-arm64"
+    return "linux-aarch64" if arch in {"aarch64", "arm64"} else "linux-x86_64"
+
+
+def capabilities_of(m: Machine) -> tuple[str, ...]:
+    found = []
+    for gpu in m.gpus or ():
+        capability, _ = facts.capability(gpu)
+        if capability:
+            found.append(capability)
+    return tuple(sorted(set(found)))
+
+
+def request_for(
+    m: Machine,
+    *,
+    keep_torch: bool = True,
+    exact: bool = False,
+    variant: str | None = None,
+    keep_driver: bool = True,
+    torch_version: str | None = None,
+    today: dt.date | None = None,
+    need_cuda: bool = False,
+) -> Request:
+    """The resolver request this snapshot asks: its GPUs, driver, platform and torch."""
+    info = facts.torch(m)
+    wanted = torch_version or (release(info.version) if info and keep_torch else None)
+    driver = m.driver
+    frameworks = m.frameworks
+    return Request(
+        compute_capabilities=capabilities_of(m),
+        driver_version=driver.version if driver and driver.version else None,
+        driver_cuda=driver.cuda_version if driver and not driver.version else None,
+        platform=platform_of(m),
+        torch_version=wanted,
+        torch_exact=exact,
+        cuda_variant=variant,
+        keep_driver=keep_driver,
+        torchvision=frameworks is None or frameworks.torchvision is not None or info is None,
+        torchaudio=frameworks is None or frameworks.torchaudio is not None or info is None,
+        today=today,
+        need_cuda=need_cuda,
+    )
+
+
+def installed_variant(m: Machine) -> str | None:
+    """The wheel variant of the installed torch ("cu121", "cpu"), from its version or its CUDA."""
+    info = facts.torch(m)
+    if info is None:
+        return None
+    variant = local_variant(info.version)
+    if variant and (variant == "cpu" or (variant.startswith("cu") and variant[2:].isdigit())):
+        return variant
+    build = facts.torch_cuda(m)
+    parsed = Version.parse(build) if build else None
+    return f"cu{parsed.major}{parsed.minor}" if parsed else None
+
+
+def reinstall_fix(answer: Resolution) -> str:
+    """The fix text of a resolution, with what the tables say cannot exist."""
+    text = answer.fix_text()
+    if answer.install is not None and answer.problems:
+        text += "\n(" + "; ".join(answer.problems) + ")"
+    return text
+
+
+def gpu_build_fix(m: Machine, today: dt.date | None = None) -> str:
+    """A torch build with kernels for every GPU here, that runs on this driver if one does."""
+    return reinstall_fix(resolve(request_for(m, today=today)))
+
+
+def driver_install_text(m: Machine, minimum: Version | None, today: dt.date) -> str:
+    """How to install a driver of at least `minimum` (None: the current long-term branch)."""
+    windows = platform_of(m).startswith("windows")
+    target = minimum or recommended_branch_driver(today, windows) or Version((0,))
+    upgrade = driver_upgrade_for(target, Request(today=today), windows)
+    return upgrade.text() if upgrade else "install the NVIDIA driver for your GPU"
