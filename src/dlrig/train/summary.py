@@ -1,0 +1,206 @@
+"""Where the time went, and what to change when the loop mostly waited for data.
+
+Times are the host's view, summed over the run after its first step (start-up: lazy
+initialisation, torch.compile's compilation): data wait is the time spent inside the
+loader's `next()`; communication is the part of a gradient all-reduce the step waited for
+(measured for dlrig's own all-reduce, and for DDP's with `measure_comm=True` under gloo;
+otherwise it overlaps the backward pass and is counted in compute); compute is the rest of the step. When data wait is the largest share, the finding
+is the shared `input_pipeline_bound` cause, with a `DataLoader(...)` line in the shape
+`dlrig bench dataloader` prints and the command that measures the best one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dlrig import causes
+from dlrig.report import envelope
+from dlrig.train.log import Decision, format_seconds
+
+if TYPE_CHECKING:
+    from dlrig.train.run import Run
+
+SCHEMA = "dlrig.train"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TimeSplit:
+    total_s: float
+    data_wait_s: float
+    comm_s: float
+
+    @property
+    def compute_s(self) -> float:
+        return max(0.0, self.total_s - self.data_wait_s - self.comm_s)
+
+    def shares(self) -> dict[str, float]:
+        if self.total_s <= 0:
+            return {"data_wait": 0.0, "compute": 0.0, "communication": 0.0}
+        return {
+            "data_wait": self.data_wait_s / self.total_s,
+            "compute": self.compute_s / self.total_s,
+            "communication": self.comm_s / self.total_s,
+        }
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "total_s": round(self.total_s, 6),
+            "data_wait_s": round(self.data_wait_s, 6),
+            "compute_s": round(self.compute_s, 6),
+            "communication_s": round(self.comm_s, 6),
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    cause: str
+    title: str
+    text: str
+    fix: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"cause": self.cause, "title": self.title, "text": self.text, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class Summary:
+    steps: int
+    samples: int
+    split: TimeSplit
+    plan: dict[str, int]
+    precision: str
+    world_size: int
+    stopped_by: str | None = None  # "max_steps" | "SIGTERM" | None (the loop ended)
+    last_checkpoint: str | None = None
+    decisions: tuple[Decision, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    comm_measured: bool = True
+    # The first step is start-up and is not in `split`: these are the steps and samples it covers.
+    timed_steps: int = 0
+    timed_samples: int = 0
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.timed_samples / self.split.total_s if self.split.total_s > 0 else 0.0
+
+    @property
+    def step_time_s(self) -> float | None:
+        return self.split.total_s / self.timed_steps if self.timed_steps else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return envelope(
+            SCHEMA,
+            SCHEMA_VERSION,
+            {
+                "steps": self.steps,
+                "samples": self.samples,
+                "samples_per_s": round(self.samples_per_s, 3),
+                "step_time_s": round(self.step_time_s, 9) if self.step_time_s else None,
+                "timed_steps": self.timed_steps,
+                "time": self.split.to_dict(),
+                "shares": {k: round(v, 4) for k, v in self.split.shares().items()},
+                "communication_measured": self.comm_measured,
+                "batch": self.plan,
+                "precision": self.precision,
+                "world_size": self.world_size,
+                "stopped_by": self.stopped_by,
+                "last_checkpoint": self.last_checkpoint,
+                "decisions": [d.to_dict() for d in self.decisions],
+                "findings": [f.to_dict() for f in self.findings],
+            },
+        )
+
+    def lines(self) -> list[str]:
+        split = self.split
+        shares = split.shares()
+        out = [
+            f"{self.steps} steps, {self.samples} samples; after the first step "
+            f"{format_seconds(split.total_s)}, {self.samples_per_s:.1f} samples/s"
+            + (f", {format_seconds(self.step_time_s)} a step" if self.step_time_s else ""),
+            "where the time went: "
+            f"data wait {shares['data_wait']:.0%} ({format_seconds(split.data_wait_s)}), "
+            f"compute {shares['compute']:.0%} ({format_seconds(split.compute_s)}), "
+            + (
+                f"communication {shares['communication']:.0%} ({format_seconds(split.comm_s)})"
+                if self.comm_measured
+                else "communication not measured (DDP overlaps it with backward; counted in "
+                "compute; Run(measure_comm=True) times it under gloo)"
+            ),
+        ]
+        for finding in self.findings:
+            out.append(f"{finding.title}: {finding.text}")
+            out.append(f"  fix: {finding.fix}")
+        return out
+
+
+def input_bound(
+    split: TimeSplit, loader: Any, per_rank_batch: int | None, cuda: bool
+) -> Finding | None:
+    """The `input_pipeline_bound` finding when data wait is the largest share of the time."""
+    shares = split.shares()
+    if split.total_s <= 0 or shares["data_wait"] < max(shares["compute"], shares["communication"]):
+        return None
+    from dlrig.bench.dataloader import LoaderSettings
+
+    cause = causes.get("input_pipeline_bound")
+    current = int(getattr(loader, "num_workers", 0) or 0)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    per_rank_cores = max(1, (cores or 1) // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    workers = max(current * 2, min(per_rank_cores, 8), 1)
+    settings = LoaderSettings(
+        num_workers=workers,
+        prefetch_factor=4 if current >= workers else 2,
+        pin_memory=cuda,
+        persistent_workers=True,
+    )
+    batch = per_rank_batch or getattr(loader, "batch_size", None) or 1
+    line = settings.line(batch)
+    return Finding(
+        cause.id,
+        cause.title,
+        f"the loop waited for data {shares['data_wait']:.0%} of the time "
+        f"({format_seconds(split.data_wait_s)} of {format_seconds(split.total_s)}) with "
+        f"num_workers={current}",
+        f"try {line}; measure the best settings for your dataset with `dlrig bench dataloader "
+        f"--dataset module:factory --batch-size {batch}`",
+    )
+
+
+def summarize(run: Run) -> Summary:
+    """The summary of a run that has ended."""
+    engine = run.engine
+    assert engine is not None
+    total = (time.perf_counter() - engine.started) if engine.started is not None else 0.0
+    split_time = TimeSplit(total, run.timing.data_wait_s, engine.comm_s)
+    findings = []
+    loader = run.loader.loader if run.loader is not None else None
+    flagged = input_bound(
+        split_time,
+        loader,
+        run.plan.per_rank if run.plan else None,
+        run.device.type == "cuda",
+    )
+    if flagged is not None:
+        findings.append(flagged)
+    summary = Summary(
+        steps=run.steps,
+        samples=run.timing.samples,
+        split=split_time,
+        plan=engine.plan.to_dict() if engine.plan is not None else {},
+        precision=run.precision.name,
+        world_size=run.world.world_size,
+        stopped_by=run.stopped_by,
+        last_checkpoint=str(run.last_checkpoint) if run.last_checkpoint else None,
+        decisions=tuple(run.log.decisions),
+        findings=tuple(findings),
+        timed_steps=run.steps - run.timing.start_step if engine.started else 0,
+        timed_samples=run.timing.samples - run.timing.start_samples,
+        comm_measured=not run.world.distributed
+        or engine.agreed is not None
+        or engine.comm_timer is not None,
+    )
+    return summary
