@@ -3,14 +3,18 @@
 tests/corpus/collect_env/manifest.csv labels every paste with the problem its thread confirmed
 and the thread's address; `none` means the environment was confirmed fine, `unknown` pastes
 carry no label and only serve the runtime-evidence test. SPLIT.toml holds the held-out split,
-frozen by thread before any rule was changed for it; accuracy is reported on each split.
+frozen by thread before any rule was changed for it, and the external re-measurement (25 pastes
+from other threads, with a third chosen by hash and not looked at while doctor was changed);
+accuracy is reported on each split.
 
-    .venv/bin/python -m tests.unit.test_collect_env_corpus     # prints both figures
+    .venv/bin/python -m tests.unit.test_collect_env_corpus     # prints every figure
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import math
 import tomllib
 from dataclasses import dataclass
 
@@ -28,6 +32,8 @@ ROWS = list(csv.DictReader((FOLDER / "manifest.csv").open(encoding="utf-8")))
 LABELLED = [r for r in ROWS if r["expected_cause"] != "unknown"]
 SPLIT = tomllib.loads((FOLDER / "SPLIT.toml").read_text(encoding="utf-8"))
 HELD_OUT = set(SPLIT["held_out"])
+EXTERNAL = set(SPLIT["external"]["files"])
+UNSEEN = set(SPLIT["external"]["unseen"])
 TARGET = 0.9
 
 
@@ -49,17 +55,20 @@ class Outcome:
 def outcome(row: dict[str, str]) -> Outcome:
     report = doctor.run(readers.load(FOLDER / row["file"]))
     failing = tuple((r.id, r.cause) for r in report.checks if r.status is Status.FAIL)
-    split = "held_out" if row["file"] in HELD_OUT else "development"
-    return Outcome(row["file"], split, row["expected_cause"], failing)
+    name = row["file"]
+    split = "held_out" if name in HELD_OUT else ("external" if name in EXTERNAL else "development")
+    return Outcome(name, split, row["expected_cause"], failing)
 
 
 def accuracy() -> dict[str, tuple[int, int]]:
-    """(correct, total) per split."""
-    figures: dict[str, tuple[int, int]] = {"held_out": (0, 0), "development": (0, 0)}
+    """(correct, total) per split; `external_unseen` is the part of `external` kept unseen."""
+    figures = {name: (0, 0) for name in ("held_out", "development", "external", "external_unseen")}
     for row in LABELLED:
         result = outcome(row)
-        right, total = figures[result.split]
-        figures[result.split] = (right + result.correct, total + 1)
+        splits = [result.split] + (["external_unseen"] if row["file"] in UNSEEN else [])
+        for split in splits:
+            right, total = figures[split]
+            figures[split] = (right + result.correct, total + 1)
     return figures
 
 
@@ -80,26 +89,51 @@ def test_corpus_is_large_enough_and_labelled():
 
 def test_held_out_split_is_frozen_by_thread_and_large_enough():
     files = {r["file"] for r in LABELLED}
-    assert files >= HELD_OUT, HELD_OUT - files
-    assert len(HELD_OUT) * 3 >= len(LABELLED)
-    assert SPLIT["frozen"] == "2026-12-01"
+    assert files >= HELD_OUT | EXTERNAL, (HELD_OUT | EXTERNAL) - files
+    assert len(HELD_OUT) * 3 >= len(files - EXTERNAL)
+    assert SPLIT["frozen"] == "2026-12-01" and SPLIT["external"]["frozen"] == "2026-12-01"
     urls = {r["file"]: r["url"] for r in ROWS}
-    # by thread: no thread has pastes on both sides
+    # by thread: no thread has pastes on two sides
     held_urls = {urls[f] for f in HELD_OUT}
-    assert not {urls[f] for f in files - HELD_OUT} & held_urls
+    external_urls = {urls[f] for f in EXTERNAL}
+    development = {urls[f] for f in set(urls) - HELD_OUT - EXTERNAL}
+    assert not development & held_urls and not external_urls & (held_urls | development)
+
+
+def test_unseen_third_follows_the_hash_rule():
+    """The unseen third is the first ceil(n/3) external threads by SHA-256 of their URL."""
+    urls = {r["file"]: r["url"] for r in ROWS if r["file"] in EXTERNAL}
+    threads = sorted(set(urls.values()), key=lambda u: hashlib.sha256(u.encode()).hexdigest())
+    unseen_threads = set(threads[: math.ceil(len(threads) / 3)])
+    assert {f for f, u in urls.items() if u in unseen_threads} == UNSEEN
 
 
 def test_accuracy_on_each_split_meets_the_target():
     figures = accuracy()
     for split, (right, total) in figures.items():
         print(f"{split}: {right}/{total} = {right / total:.0%}")
-    right, total = figures["held_out"]
-    assert right / total >= TARGET, figures
-    right, total = figures["development"]
-    assert right / total >= TARGET, figures
+    for split in ("held_out", "development", "external"):
+        right, total = figures[split]
+        assert right / total >= TARGET, figures
 
 
-@pytest.mark.parametrize("row", LABELLED, ids=[r["file"] for r in LABELLED])
+# Misses measured and left as they are, with why (each flips to a failure once doctor gets it).
+KNOWN_MISSES = {
+    "nodriver-warning-torch170cu110-centos.txt": "torch's 'Found no NVIDIA driver' warning alone "
+    "does not show an NVIDIA GPU exists and the paste is cut before any GPU line: doctor warns",
+}
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[r["file"]]))
+        if r["file"] in KNOWN_MISSES
+        else r
+        for r in LABELLED
+    ],
+    ids=[r["file"] for r in LABELLED],
+)
 def test_doctor_names_the_confirmed_cause(row):
     result = outcome(row)
     assert result.correct, (row["expected_cause"], result.failing)
@@ -219,3 +253,76 @@ def test_cuda_packages_alone_mark_a_cpu_build_as_wrong():
         result = next(r for r in doctor.run(changed).checks if r.id == "frameworks.cpu_only_torch")
         assert result.status is Status.FAIL, package
         assert any(package[0] in e for e in result.evidence)
+
+
+# --- rules read from torch/utils/collect_env.py, each on real pastes ---------------------------
+
+
+def test_could_not_collect_build_means_a_cpu_torch_where_cuda_parts_exist():
+    """'CUDA used to build PyTorch: Could not collect' (torch imported): torch.version.cuda is
+    None and collect_env found nvcc, a GPU or a driver; 'None' means it found none of them."""
+    cut = readers.load(FOLDER / "cpuonly-win-torch171cpu-cut-before-gpu.txt")
+    assert cut.gpus is None and cut.cuda_toolkit is None  # cut before those lines
+    assert cut.frameworks.torch.build == "cpu" and cut.frameworks.torch.cuda_parts_found
+    result = next(r for r in doctor.run(cut).checks if r.id == "frameworks.cpu_only_torch")
+    assert result.status is Status.FAIL
+    assert any("Could not collect" in e for e in result.evidence)
+    full = readers.load(FOLDER / "cpuonly-couldnotcollect-win-rtx4080laptop-torch222.txt")
+    assert full.frameworks.torch.cuda_parts_found and full.gpus
+    for name in ("none-cpu-amd-laptop-torch260cpu.txt", "none-macos-torch222-cpu.txt"):
+        torch = readers.load(FOLDER / name).frameworks.torch
+        assert torch.build == "cpu" and not torch.cuda_parts_found, name
+
+
+def test_markdown_emphasis_around_lines_is_read_through():
+    machine = readers.load(FOLDER / "none-conda-torch131-cu100-markdown-bold.txt")
+    torch = machine.frameworks.torch
+    # "**CUDA used to build PyTorch: 10.0.130**", "**Is CUDA available: Yes"
+    assert (torch.build, torch.cuda_version, torch.cuda_available) == ("cuda", "10.0.130", True)
+
+
+def test_companions_and_duplicates_follow_the_imported_torch():
+    """Old collect_env ran pip3 from PATH: here another Python's torch 1.2.0, while conda's
+    pytorch 1.3.0 (cu101) is the one imported. The conda torchvision pairs with it."""
+    machine = readers.load(FOLDER / "driver410-torch130-cu101-t4-conda-plus-pip3.txt")
+    fw = machine.frameworks
+    assert fw.torch.installer == "conda"
+    assert (fw.torchvision.version, fw.torchvision.installer) == ("0.4.1", "conda")
+    assert fw.duplicates[0].versions == ("1.2.0", "1.3.0")
+    results = {r.id: r for r in doctor.run(machine).checks}
+    assert results["frameworks.companions"].status is Status.OK
+    assert results["driver.torch_cuda"].status is Status.FAIL
+    assert "418.39" in results["driver.torch_cuda"].title
+
+
+def test_source_build_git_hashes_are_not_two_installs():
+    # PyTorch version 1.7.0a0+9ddd3df, [pip3] torch==1.7.0a0+a9603c7: one source build.
+    machine = readers.load(FOLDER / "none-rocm-maintainer-sample-torch170a0.txt")
+    assert machine.frameworks.duplicates == ()
+
+
+def test_legacy_pip_list_form_is_read():
+    machine = readers.load(FOLDER / "none-nightly-gtx1070-torch100dev.txt")
+    assert machine.frameworks.torch.installer == "pip"  # "[pip] torch (1.0.0.dev20181022)"
+    assert ("numpy", "1.15.2") in machine.frameworks.packages
+
+
+def test_last_gpu_line_cut_mid_name_is_completed():
+    machine = readers.load(FOLDER / "none-vllm-omni-h20x8-torch2100cu128.txt")
+    assert [g.name for g in machine.gpus] == ["NVIDIA H20"] * 8  # the paste ends "GPU 7: NVID"
+
+
+def test_rocm_build_is_not_judged_by_an_nvidia_driver_next_to_it():
+    machine = readers.load(FOLDER / "none-rocm-gfx906-with-nvidia-driver-line.txt")
+    assert machine.frameworks.torch.build == "rocm" and machine.driver.version == "550.90.07"
+    assert not [r.id for r in doctor.run(machine).checks if r.status is Status.FAIL]
+
+
+def test_wsl_gpus_run_on_the_windows_hosts_driver():
+    from dlrig.doctor import facts
+
+    machine = readers.load(FOLDER / "mismatch-wsl-torch1102cu113-tv0113rocm.txt")
+    assert machine.os.kernel_release.endswith("microsoft-standard-WSL2")
+    assert facts.driver_on_windows(machine) and installs.platform_of(machine) == "linux-x86_64"
+    text = installs.driver_install_text(machine, None, doctor.DoctorOptions().today)
+    assert "nvidia.com/Download" in text and "WSL" in text and "apt" not in text

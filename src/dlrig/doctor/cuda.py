@@ -57,7 +57,7 @@ def nvcc_vs_driver(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
         return c.skip("no CUDA toolkit")
     if m.driver is None or not (m.driver.version or m.driver.cuda_version):
         return c.skip("no driver version")
-    windows = bool(m.os and m.os.name and "windows" in m.os.name.lower())
+    windows = facts.driver_on_windows(m)
     requirement = cuda_knowledge.driver_requirement(m.cuda_toolkit.nvcc_version, windows=windows)
     driver = Version.parse(m.driver.version) if m.driver.version else None
     if requirement and driver:

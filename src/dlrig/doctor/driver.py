@@ -151,7 +151,7 @@ def _table_verdict(
 ) -> CheckResult:
     d = m.driver
     assert d is not None
-    windows = bool(m.os and m.os.name and "windows" in m.os.name.lower())
+    windows = facts.driver_on_windows(m)
     requirement = cuda_knowledge.driver_requirement(build_cuda, windows=windows)
     driver_cuda = d.cuda_version or (
         cuda_knowledge.max_cuda_for_driver(d.version) if d.version and not windows else None

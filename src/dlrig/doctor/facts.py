@@ -48,6 +48,12 @@ def gpu_expected(machine: Machine) -> tuple[tuple[str, ...], bool]:
     if driver is not None and driver.version:
         proven.append(f"NVIDIA driver {driver.version}")
     suggested = []
+    info = torch(machine)
+    if info is not None and info.cuda_parts_found:
+        suggested.append(
+            "collect_env printed 'CUDA used to build PyTorch: Could not collect', which it "
+            "prints for a torch without CUDA only when it found nvcc, an NVIDIA GPU or a driver"
+        )
     toolkit = machine.cuda_toolkit
     if toolkit is not None and toolkit.nvcc_version:
         suggested.append(f"CUDA toolkit {toolkit.nvcc_version} installed (nvcc)")
@@ -58,6 +64,17 @@ def gpu_expected(machine: Machine) -> tuple[tuple[str, ...], bool]:
     if cuda_packages:
         suggested.append("CUDA packages installed: " + ", ".join(cuda_packages[:4]))
     return tuple(proven + suggested), bool(proven)
+
+
+def driver_on_windows(machine: Machine) -> bool:
+    """The NVIDIA driver is a Windows one: Windows itself, or WSL2, whose Linux kernel
+    ('...-microsoft-standard-WSL2') reaches the GPU through the Windows host's driver."""
+    os_info = machine.os
+    if os_info is None:
+        return False
+    if "windows" in (os_info.name or "").lower():
+        return True
+    return "microsoft" in (os_info.kernel_release or "").lower()
 
 
 def is_macos(machine: Machine) -> bool:

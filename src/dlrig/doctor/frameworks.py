@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dlrig.doctor import facts, installs
 from dlrig.doctor.registry import Check, DoctorOptions, check
 from dlrig.knowledge import pytorch as torch_knowledge
@@ -106,6 +108,20 @@ def torch_cuda_usable(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.info("torch.cuda.is_available() was False (no GPU or CPU build)")
 
 
+# conda's build strings name the variant: torchvision 'py37_cu101', torchaudio 'py38_cpu'.
+_CONDA_BUILD_VARIANT = re.compile(r"(?:^|_)(cpu|cu(\d+)(\d))(?:_|$)")
+
+
+def _conda_variant(companion: PackageInfo) -> str | None:
+    """'cpu' or 'cuda 10.1' from a pytorch-channel conda build string, else None."""
+    if companion.installer != "conda" or not companion.build:
+        return None
+    match = _CONDA_BUILD_VARIANT.search(companion.build.split()[0])
+    if not match:
+        return None
+    return "cpu" if match.group(1) == "cpu" else f"cuda {match.group(2)}.{match.group(3)}"
+
+
 def _companion_problem(m: Machine, companion: PackageInfo, torch_version: str) -> str | None:
     """Why a torchvision/torchaudio does not fit this torch, or None."""
     if not is_published_release(torch_version) and is_published_release(companion.version):
@@ -135,6 +151,15 @@ def _companion_problem(m: Machine, companion: PackageInfo, torch_version: str) -
             f"{companion.name} {companion.version} is a {variant} build, torch is {torch_variant}"
         )
     build_cuda = facts.torch_cuda(m)
+    conda_variant = _conda_variant(companion)
+    info = facts.torch(m)
+    cpu_only = facts.torch_is_cpu_only(info) if info else None
+    torch_side = "cpu" if cpu_only else (f"cuda {minor_of(build_cuda)}" if build_cuda else None)
+    if conda_variant is not None and torch_side is not None and conda_variant != torch_side:
+        return (
+            f"{companion.name} {companion.version} is conda's {conda_variant} build "
+            f"({companion.build}), torch is a {torch_side} build"
+        )
     if companion.build and companion.build.startswith("cuda-") and build_cuda:
         companion_cuda = companion.build.removeprefix("cuda-")
         if minor_of(companion_cuda) != minor_of(build_cuda):

@@ -65,6 +65,7 @@ def request_for(
         torchaudio=frameworks is None or frameworks.torchaudio is not None or info is None,
         today=today,
         need_cuda=need_cuda,
+        windows_driver=facts.driver_on_windows(m) and not platform_of(m).startswith("windows"),
     )
 
 
@@ -96,7 +97,15 @@ def gpu_build_fix(m: Machine, today: dt.date | None = None) -> str:
 
 def driver_install_text(m: Machine, minimum: Version | None, today: dt.date) -> str:
     """How to install a driver of at least `minimum` (None: the current long-term branch)."""
-    windows = platform_of(m).startswith("windows")
-    target = minimum or recommended_branch_driver(today, windows) or Version((0,))
-    upgrade = driver_upgrade_for(target, Request(today=today), windows)
+    windows = facts.driver_on_windows(m)
+    wsl = windows and not platform_of(m).startswith("windows")
+    target = minimum or recommended_branch_driver(today, windows)
+    if target is None:
+        # NVIDIA's table gives no Windows minimum for the newest branch: no number to name.
+        where = " on the Windows host (WSL2 runs on its driver)" if wsl else ""
+        return (
+            f"Install the current NVIDIA driver for your GPU{where} from "
+            "https://www.nvidia.com/Download/index.aspx, then reboot"
+        )
+    upgrade = driver_upgrade_for(target, Request(today=today, windows_driver=wsl), windows)
     return upgrade.text() if upgrade else "install the NVIDIA driver for your GPU"

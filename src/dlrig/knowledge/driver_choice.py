@@ -92,6 +92,8 @@ def driver_upgrade_for(
     branch = branch_for(minimum, today)
     if windows:
         command = "install it from https://www.nvidia.com/Download/index.aspx, then reboot"
+        if request.windows_driver:
+            command += " (on the Windows host: WSL2 runs on its driver; install none inside WSL)"
     elif branch is not None:
         command = (
             f"sudo apt install nvidia-driver-{branch.branch.lstrip('R')}   # Ubuntu; or your "

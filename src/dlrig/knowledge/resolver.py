@@ -62,6 +62,9 @@ class Request:
     torchaudio: bool = True
     today: dt.date | None = None  # for driver-branch end of life; None = today
     need_cuda: bool = False  # a CUDA wheel even when no GPU or driver is named (a CUDA setup)
+    # The GPU runs on a Windows driver although the wheels are Linux ones (WSL2): Windows driver
+    # minimums and downloads, `platform`'s wheels.
+    windows_driver: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,7 @@ def _recommended_driver(request: Request, windows: bool) -> Version | None:
 def resolve(request: Request) -> Resolution:
     """The torch, wheel index, companions and driver that work together for this request."""
     platform = normalise_platform(request.platform)
-    windows = platform.startswith("windows")
+    windows = platform.startswith("windows") or request.windows_driver
     capabilities, problems = capabilities_of(request)
     reasons: list[str] = []
     _, floor_notes = gpu_floor(capabilities, windows)

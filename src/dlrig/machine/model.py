@@ -272,6 +272,9 @@ class TorchInfo:
     cuda_available: bool | None = None  # None = not tested (doctor never initialises CUDA)
     location: str | None = None
     installer: str | None = None  # pip | conda | system | unknown
+    # A torch without CUDA on a machine where the report's tool still found CUDA parts (nvcc,
+    # an NVIDIA GPU or driver): collect_env's 'CUDA used to build PyTorch: Could not collect'.
+    cuda_parts_found: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,16 @@ from __future__ import annotations
 import re
 
 from dlrig.machine.model import (
-    CpuInfo,
     CudaToolkit,
     Driver,
-    DuplicateInstall,
     Frameworks,
     Gpu,
-    LibraryFile,
     Machine,
     Origin,
     OsInfo,
-    PackageInfo,
     TorchInfo,
 )
+from dlrig.machine.readers import collect_env_blocks as blocks_of
 from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
 
 _KEYS = (
@@ -78,7 +75,6 @@ _NVML_ERROR = re.compile(r"Failed to initialize NVML: (?P<msg>[^\n]+)")
 _NO_DRIVER = re.compile(
     r"Found no NVIDIA driver on your system|couldn't communicate with the NVIDIA driver"
 )
-_PIP_LINE = re.compile(r"^\[(?P<tool>pip3?|conda)\]\s+(?P<rest>.+)$")
 
 
 def looks_like(text: str) -> bool:
@@ -102,11 +98,22 @@ def _normalise(text: str) -> str:
     return text
 
 
+# Emphasis or inline-code marks a user wrapped around lines ("**Is CUDA available: Yes").
+_EMPHASIS = re.compile(r"^(\s*)[*`]+|[*`]+\s*$")
+
+
 def _strip_markdown(line: str) -> str:
     line = line.rstrip()
     if line.strip().startswith("```"):
         return ""
-    return line
+    return _EMPHASIS.sub(lambda m: m.group(1) or "", line)
+
+
+_BANNER = re.compile(r"^\s*={10,}\s*$")
+_SECTION_TITLES = {
+    "cpu info": "CPU",
+    "versions of relevant libraries": "Versions of relevant libraries",
+}
 
 
 def parse_fields(text: str) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -114,8 +121,22 @@ def parse_fields(text: str) -> tuple[dict[str, str], dict[str, list[str]]]:
     fields: dict[str, str] = {}
     blocks: dict[str, list[str]] = {}
     current: str | None = None
+    after_banner = titled = False
     for raw in _normalise(text).split("\n"):
         line = _strip_markdown(raw)
+        if _BANNER.match(line):
+            # vLLM's sectioned layout: "=====" / "  CPU Info" / "=====" open a section; the
+            # banner under a title keeps it, any other banner ends the section before it.
+            current = current if titled else None
+            after_banner, titled = not titled, False
+            continue
+        title = _SECTION_TITLES.get(line.strip().lower()) if after_banner else None
+        after_banner = titled = False
+        if title:
+            current, titled = title, True
+            fields.setdefault(title, "")
+            blocks.setdefault(title, [])
+            continue
         match = _KEY_LINE.match(line)
         if match and (match.group("value") is not None or match.group("bare") is not None):
             current = _CANONICAL[match.group("key").lower()]
@@ -179,6 +200,12 @@ def _gpus(
                 gpus.append(Gpu(index=0, name=name, catalogue_id=catalogue_id_for(name)))
     if not gpus:
         return None
+    # A paste cut mid-line leaves its last GPU as a prefix ("GPU 7: NVID") of a listed name.
+    names = {g.name for g in gpus}
+    for i, gpu in enumerate(gpus):
+        longer = sorted(n for n in names if n != gpu.name and n.startswith(gpu.name))
+        if longer:
+            gpus[i] = Gpu(index=gpu.index, name=longer[0], catalogue_id=catalogue_id_for(longer[0]))
     arch = _ARCH_WARNING.search(text)
     if arch:
         sm = arch.group("sm")
@@ -193,107 +220,53 @@ def _gpus(
     return tuple(gpus)
 
 
-def _packages(blocks: dict[str, list[str]]) -> list[tuple[str, str, str, str | None]]:
-    """(tool, name, version, build-or-channel) for each [pip3]/[conda] line."""
-    found: list[tuple[str, str, str, str | None]] = []
-    lines = list(blocks.get("Versions of relevant libraries", []))
-    for line in lines:
-        match = _PIP_LINE.match(line.strip())
-        if not match:
-            continue
-        tool, rest = match.group("tool"), match.group("rest").strip()
-        if tool.startswith("pip"):
-            name, sep, version = rest.partition("==")
-            if not sep:
-                continue
-            found.append(("pip", name.strip().lower(), version.strip(), None))
-        else:
-            parts = rest.split()
-            if len(parts) >= 2:
-                build = " ".join(parts[2:]) if len(parts) > 2 else None
-                found.append(("conda", parts[0].lower(), parts[1], build))
-    return found
+_VARIANT = re.compile(r"\+(cu\d+|cpu|rocm[\d.]*|xpu)\b")
 
 
-_TORCH_NAMES = {"torch", "pytorch"}
+def _build(fields: dict[str, str], torch_version: str) -> tuple[str | None, bool | None]:
+    """(cuda | rocm | xpu | cpu | None, whether CUDA parts were found) from the build lines.
+
+    torch/utils/collect_env.py prints torch.version.cuda ('12.1'); 'N/A' for ROCm builds; and
+    for a torch without CUDA (torch.version.cuda is None) 'None' only when it found no nvcc, no
+    `nvidia-smi -L` GPU and no driver (it then writes 'No CUDA' on those lines too), else 'Could
+    not collect'. A paste cut before the line says nothing: the build stays unknown.
+    """
+    raw = fields.get("CUDA used to build PyTorch")
+    hip = _value(fields, "ROCM used to build PyTorch") or _value(fields, "HIP runtime version")
+    variant = _VARIANT.search(torch_version)
+    tag = variant.group(1) if variant else None
+    xpu = tag == "xpu" or _bool(fields, "Is XPU available") is True
+    value = (raw or "").strip().lower()
+    if raw is not None and value not in _NOT_COLLECTED:
+        return "cuda", None
+    if hip or (tag or "").startswith("rocm"):
+        return "rocm", None
+    if raw is None or value in {"", "n/a"}:
+        if tag and tag.startswith("cu"):
+            return "cuda", None
+        return ("cpu" if tag == "cpu" else ("xpu" if xpu else None)), None
+    found = value == "could not collect" or None
+    if xpu:
+        return "xpu", found  # Intel GPU builds have no CUDA either, but are not CPU-only
+    return "cpu", found
 
 
-def _torch_and_companions(
-    packages: list[tuple[str, str, str, str | None]], torch_version: str | None
-) -> tuple[PackageInfo | None, PackageInfo | None, tuple[DuplicateInstall, ...]]:
-    def pick(name: str) -> PackageInfo | None:
-        for tool, pkg, version, build in packages:
-            if pkg == name:
-                return PackageInfo(name=name, version=version, installer=tool, build=build)
-        return None
-
-    torch_installs: dict[str, set[str]] = {}
-    for tool, pkg, version, build in packages:
-        if pkg not in _TORCH_NAMES:
-            continue
-        # `conda list` also shows pip-installed packages with channel "pypi": same install.
-        if tool == "conda" and build and "pypi" in build:
-            tool = "pip"
-        torch_installs.setdefault(version.split("+")[0], set()).add(tool)
-    if torch_version:
-        torch_installs.setdefault(torch_version.split("+")[0], set()).add("import")
-    duplicates: tuple[DuplicateInstall, ...] = ()
-    installed_versions = {v: tools for v, tools in torch_installs.items() if tools - {"import"}}
-    if len(torch_installs) > 1 and len(installed_versions) >= 1:
-        versions = tuple(sorted(torch_installs))
-        locations = tuple(f"{'+'.join(sorted(torch_installs[v]))}: {v}" for v in versions)
-        duplicates = (DuplicateInstall(name="torch", versions=versions, locations=locations),)
-    return pick("torchvision"), pick("torchaudio"), duplicates
-
-
-def _cpu(blocks: dict[str, list[str]]) -> CpuInfo | None:
-    lines = blocks.get("CPU", [])
-    if not lines:
-        return None
-    info: dict[str, str] = {}
-    for line in lines:
-        key, sep, value = line.partition(":")
-        if sep:
-            info[key.strip().lower()] = value.strip()
-
-    def integer(key: str) -> int | None:
-        match = re.match(r"(\d+)", info.get(key, ""))
-        return int(match.group(1)) if match else None
-
-    sockets = integer("socket(s)")
-    cores_per_socket = integer("core(s) per socket")
-    threads = integer("cpu(s)")
-    l3 = None
-    match = re.match(r"([\d.]+)\s*(KiB|MiB|GiB|K|M)", info.get("l3 cache", ""))
-    if match:
-        scale = {"kib": 1024, "k": 1024, "mib": 1024**2, "m": 1024**2, "gib": 1024**3}
-        l3 = int(float(match.group(1)) * scale[match.group(2).lower()])
-        instances = re.search(r"\((\d+) instances?\)", info.get("l3 cache", ""))
-        if instances and int(instances.group(1)) > 0:
-            l3 //= int(instances.group(1))
-    return CpuInfo(
-        model=info.get("model name") or info.get("name"),
-        sockets=sockets,
-        cores=sockets * cores_per_socket if sockets and cores_per_socket else None,
-        threads=threads,
-        l3_cache_bytes=l3,
-        numa_nodes=integer("numa node(s)"),
+def _torch(
+    fields: dict[str, str], clean: str, torch_version: str, installer: str | None
+) -> TorchInfo:
+    build, cuda_parts_found = _build(fields, torch_version)
+    arch_warning = _ARCH_WARNING.search(clean)
+    return TorchInfo(
+        version=torch_version,
+        build=build,
+        cuda_version=_value(fields, "CUDA used to build PyTorch") if build == "cuda" else None,
+        hip_version=_value(fields, "ROCM used to build PyTorch")
+        or _value(fields, "HIP runtime version"),
+        arch_list=tuple(arch_warning.group("archs").split()) if arch_warning else None,
+        cuda_available=_bool(fields, "Is CUDA available"),
+        installer=installer,
+        cuda_parts_found=cuda_parts_found,
     )
-
-
-def _cudnn(fields: dict[str, str], blocks: dict[str, list[str]]) -> tuple[LibraryFile, ...] | None:
-    first = _value(fields, "cuDNN version")
-    lines = ([first] if first else []) + blocks.get("cuDNN version", [])
-    libraries = []
-    for line in lines:
-        if line.lower().startswith("probably one of the following"):
-            continue
-        path_match = re.search(r"(/\S*libcudnn\S*?\.so(?:\.(\d+(?:\.\d+)*))?)", line)
-        if path_match:
-            libraries.append(LibraryFile(path=path_match.group(1), version=path_match.group(2)))
-        elif re.fullmatch(r"\d+(\.\d+)*", line.strip()):
-            libraries.append(LibraryFile(path="(reported by collect_env)", version=line.strip()))
-    return tuple(libraries) if libraries else None
 
 
 def read(text: str, path: str | None) -> Machine:
@@ -346,49 +319,30 @@ def read(text: str, path: str | None) -> Machine:
     if nvcc:
         toolkit = CudaToolkit(nvcc_version=nvcc.split()[0])
         present.append("cuda_toolkit")
-    cudnn = _cudnn(fields, blocks)
+    cudnn = blocks_of.cudnn_libraries(
+        _value(fields, "cuDNN version"), blocks.get("cuDNN version", [])
+    )
     if cudnn:
         present.append("cudnn_system_libraries")
 
-    cpu = _cpu(blocks)
+    cpu = blocks_of.cpu_info(blocks.get("CPU", []))
     if cpu:
         present.append("cpu")
 
-    packages = _packages(blocks)
-    torch = None
-    if torch_version:
-        build_cuda = _value(fields, "CUDA used to build PyTorch")
-        hip = _value(fields, "ROCM used to build PyTorch") or _value(fields, "HIP runtime version")
-        arch_warning = _ARCH_WARNING.search(clean)
-        # collect_env prints torch.version.cuda; None ("None"/"Could not collect" while torch
-        # imported) means a build without CUDA.
-        build = "cuda" if build_cuda else ("rocm" if hip else "cpu")
-        if build == "cpu" and (
-            torch_version.endswith("+xpu") or _bool(fields, "Is XPU available") is True
-        ):
-            build = "xpu"  # Intel GPU builds have no CUDA either, but are not CPU-only
-        torch = TorchInfo(
-            version=torch_version,
-            build=build,
-            cuda_version=build_cuda,
-            hip_version=hip,
-            arch_list=tuple(arch_warning.group("archs").split()) if arch_warning else None,
-            cuda_available=_bool(fields, "Is CUDA available"),
-            installer="pip" if any(p[1] == "torch" and p[0] == "pip" for p in packages) else None,
-        )
-    torchvision, torchaudio, duplicates = _torch_and_companions(packages, torch_version)
-    others = tuple(
-        (name, version)
-        for tool, name, version, _ in packages
-        if name not in _TORCH_NAMES | {"torchvision", "torchaudio"}
-    )
+    packages = blocks_of.listed_packages(blocks.get("Versions of relevant libraries", []))
+    installer = blocks_of.torch_installer(packages, torch_version)
+    torch = _torch(fields, clean, torch_version, installer) if torch_version else None
     frameworks = Frameworks(
         python_version=os_info.python_version,
         torch=torch,
-        torchvision=torchvision,
-        torchaudio=torchaudio,
-        duplicates=duplicates,
-        packages=others,
+        torchvision=blocks_of.companion(packages, "torchvision", installer),
+        torchaudio=blocks_of.companion(packages, "torchaudio", installer),
+        duplicates=blocks_of.torch_duplicates(packages, torch_version),
+        packages=tuple(
+            (p.name, p.version)
+            for p in packages
+            if p.name not in blocks_of.TORCH_NAMES | {"torchvision", "torchaudio"}
+        ),
     )
     present.append("frameworks")
     return Machine(
