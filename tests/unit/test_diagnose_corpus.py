@@ -4,6 +4,11 @@ tests/corpus/logs/manifest-*.csv give each log the cause its thread confirmed an
 address (SOURCES.md lists them too); clean/ holds logs of runs that ended well. SPLIT.toml
 freezes the held-out threads: accuracy is reported on the held-out split and on the rest (the
 "dev" split the signatures were checked against) separately, each against its own target.
+
+The external set (SPLIT.toml [external], manifest-d.csv) was collected later from threads the
+corpus did not have and measured before any signature change made for it; it is reported apart
+from both splits, with its "unseen" third (a hash rule fixed before collection, never read while
+fixing) reported on its own.
 """
 
 from __future__ import annotations
@@ -24,8 +29,14 @@ LOGS = CORPUS / "logs"
 SPLIT = tomllib.loads((LOGS / "SPLIT.toml").read_text(encoding="utf-8"))
 HELDOUT_THREADS = {url for urls in SPLIT["heldout"].values() for url in urls}
 LATER_MANIFESTS = set(SPLIT["later"]["manifests"])
+EXTERNAL = SPLIT["external"]
+EXTERNAL_MANIFESTS = set(EXTERNAL["manifests"])
+# chosen because they match one signature: in no accuracy figure
+TARGETED_MANIFESTS = set(SPLIT["targeted"]["manifests"])
 HELDOUT_TARGET = 0.90
 DEV_TARGET = 0.95
+# the project's target on real logs it does not have (issue 9)
+EXTERNAL_TARGET = 0.90
 
 
 def _rows() -> list[dict[str, str]]:
@@ -36,6 +47,15 @@ def _rows() -> list[dict[str, str]]:
     return rows
 
 
+def _external(row: dict[str, str]) -> bool:
+    return row["manifest"] in EXTERNAL_MANIFESTS
+
+
+def _unseen(row: dict[str, str]) -> bool:
+    digest = hashlib.sha256((EXTERNAL["unseen_salt"] + row["url"]).encode()).hexdigest()
+    return int(digest, 16) % 3 == 0
+
+
 def _held_out(row: dict[str, str]) -> bool:
     if row["manifest"] in LATER_MANIFESTS:
         digest = hashlib.sha256((SPLIT["salt"] + row["url"]).encode()).hexdigest()
@@ -44,8 +64,9 @@ def _held_out(row: dict[str, str]) -> bool:
 
 
 ROWS = _rows()
-CRASHES = [r for r in ROWS if r["cause"] != "none"]
-CLEAN = [r for r in ROWS if r["cause"] == "none"]
+MEASURED = [r for r in ROWS if r["manifest"] not in TARGETED_MANIFESTS]
+CRASHES = [r for r in MEASURED if r["cause"] != "none"]
+CLEAN = [r for r in MEASURED if r["cause"] == "none"]
 
 
 @functools.cache
@@ -77,8 +98,18 @@ def test_split_is_by_thread_and_at_least_a_third():
     manifest_urls = {r["url"] for r in ROWS}
     # every frozen held-out thread is still in the corpus (a thread is never moved out)
     assert manifest_urls >= HELDOUT_THREADS
-    held = [r for r in CRASHES if _held_out(r)]
-    assert len(held) >= len(CRASHES) / 3, (len(held), len(CRASHES))
+    corpus = [r for r in CRASHES if not _external(r)]
+    held = [r for r in corpus if _held_out(r)]
+    assert len(held) >= len(corpus) / 3, (len(held), len(corpus))
+    external = [r for r in CRASHES if _external(r)]
+    assert len(external) >= 60 and len([r for r in CLEAN if _external(r)]) >= 10
+    # the external threads are new: none of them is in the older manifests
+    assert not {r["url"] for r in ROWS if _external(r)} & {
+        r["url"] for r in ROWS if not _external(r)
+    }
+    # the unseen third is a third (by the rule fixed before collection), on both sides of the set
+    unseen = [r for r in external if _unseen(r)]
+    assert len(external) / 5 <= len(unseen) <= len(external) / 2, (len(unseen), len(external))
     by_url: dict[str, set[bool]] = {}
     for row in ROWS:
         by_url.setdefault(row["url"], set()).add(_held_out(row))
@@ -92,12 +123,33 @@ def _accuracy(rows: list[dict[str, str]]) -> tuple[float, list[tuple[str, str, s
 
 @pytest.mark.parametrize(("split", "target"), [("heldout", HELDOUT_TARGET), ("dev", DEV_TARGET)])
 def test_top1_accuracy_per_split(split, target):
-    rows = [r for r in CRASHES if _held_out(r) == (split == "heldout")]
+    rows = [r for r in CRASHES if not _external(r) and _held_out(r) == (split == "heldout")]
     accuracy, misses = _accuracy(rows)
     print(f"\ntop-1 accuracy, {split} split: {accuracy:.1%} of {len(rows)} crash logs")
     for miss in misses:
         print("  miss:", miss)
     assert accuracy >= target, misses
+
+
+def test_top1_accuracy_on_the_external_set():
+    """Reported three ways; the unseen third's misses are not printed (they are not read)."""
+    external = [r for r in CRASHES if _external(r)]
+    seen = [r for r in external if not _unseen(r)]
+    unseen = [r for r in external if _unseen(r)]
+    results = {}
+    for name, rows in (
+        ("external", external),
+        ("external seen", seen),
+        ("external unseen", unseen),
+    ):
+        accuracy, misses = _accuracy(rows)
+        results[name] = accuracy
+        print(f"\ntop-1 accuracy, {name}: {accuracy:.1%} of {len(rows)} crash logs")
+        if name == "external seen":
+            for miss in misses:
+                print("  miss:", miss)
+    assert results["external"] >= EXTERNAL_TARGET
+    assert results["external unseen"] >= EXTERNAL_TARGET
 
 
 def test_clean_logs_name_no_cause():

@@ -99,6 +99,11 @@ def _candidates(result: ScanResult, signature_set: SignatureSet) -> dict[str, Ca
             if reason:
                 candidate = add(signature.cause, hit, signature.weight, signature.level, groups)
                 candidate.groups["uneven_reason"] = reason
+        elif signature.extractor == "torch_installs":
+            installs = _torch_installs(hit)
+            if installs:
+                candidate = add(signature.cause, hit, signature.weight, signature.level, groups)
+                candidate.groups["torch_installs"] = installs
         else:
             add(signature.cause, hit, signature.weight, signature.level, groups)
     # A supporting signature never stands alone.
@@ -172,6 +177,24 @@ def _uneven_reason(hit: Hit) -> str | None:
             listed = ", #".join(sorted(seqs, key=int))
             return f"ranks timed out in different collectives (#{listed})"
     return None
+
+
+def _torch_installs(hit: Hit) -> str | None:
+    """The installs a package listing shows, when it shows torch at two versions, else None.
+
+    pip lists a conda-installed torch too (old collect_env pastes show `[pip] torch==1.0.0` beside
+    `[conda] pytorch 1.0.0`), and conda lists pip's torch with channel `pypi` or `<pip>`: one
+    version under two names is one install. Two versions (local suffixes such as +cu118 aside), or
+    pytorch beside pytorch-nightly, are two installs.
+    """
+    rows: dict[str, set[str]] = {}
+    for groups in hit.group_sets:
+        package, version = groups.get("pkg", ""), groups.get("version", "")
+        if package and version:
+            rows.setdefault(version.split("+")[0], set()).add(f"{package} {version}")
+    if len(rows) < 2:
+        return None
+    return ", ".join(sorted(name for names in rows.values() for name in names))
 
 
 # --- survived errors --------------------------------------------------------------------------
