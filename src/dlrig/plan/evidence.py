@@ -1,0 +1,68 @@
+"""What `plan upgrade` reads and says: bench results, limits found, steps proposed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlrig.errors import InputError
+
+TERMS = ("short", "mid", "long")
+
+
+@dataclass(frozen=True)
+class Limit:
+    area: str  # input pipeline | GPU memory | compute | interconnect
+    limited: bool | None  # None: the evidence does not say
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Step:
+    term: str
+    change: str
+    gain: str
+    gain_factor: float | None  # throughput multiplier where one can be given
+    cost_usd: float
+    area: str
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "term": self.term,
+            "change": self.change,
+            "gain": self.gain,
+            "gain_factor": self.gain_factor,
+            "cost_usd": round(self.cost_usd, 2),
+            "area": self.area,
+            "source": self.source,
+        }
+
+
+def load_bench(folder: str | Path) -> list[dict[str, Any]]:
+    path = Path(folder)
+    path = path / "bench.json" if path.is_dir() else path
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(
+            f"{path}: no bench.json", fix="give the folder `dlrig bench --out DIR` wrote"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            f"{path}: not a readable bench.json ({exc})",
+            fix="give the folder `dlrig bench --out DIR` wrote",
+        ) from None
+    if not isinstance(document, dict) or document.get("schema") != "dlrig.bench":
+        raise InputError(
+            f"{path}: not a dlrig bench document",
+            fix="give the folder `dlrig bench --out DIR` wrote",
+        )
+    results = document.get("results")
+    return [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+
+
+def bench_result(results: list[dict[str, Any]], part: str, test: str) -> dict[str, Any] | None:
+    return next((r for r in results if r.get("part") == part and r.get("test") == test), None)

@@ -1,0 +1,39 @@
+"""One rule's verdict, and how a rule reports a pass, a breach or a skip."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlrig.knowledge import plan as knowledge
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    id: str
+    status: str  # ok | warn | fail | skip
+    title: str
+    evidence: tuple[str, ...] = ()
+    fix: str | None = None
+    source: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "status": self.status,
+            "title": self.title,
+            "evidence": list(self.evidence),
+            "fix": self.fix,
+            "source": self.source,
+        }
+
+
+def verdict(
+    rule_id: str, broken: bool, title: str, evidence: list[str], fix: str | None
+) -> RuleResult:
+    row = knowledge.rule(rule_id)
+    status = row.severity if broken else "ok"
+    return RuleResult(rule_id, status, title, tuple(evidence), fix if broken else None, row.source)
+
+
+def skipped(rule_id: str, why: str) -> RuleResult:
+    return RuleResult(rule_id, "skip", why, (), None, knowledge.rule(rule_id).source)

@@ -1,0 +1,144 @@
+"""Plan's use of fit, and the seeds' cases answered with fit's figures.
+
+Real traces on fake tensors (torch, no GPU): about six traces in all, shared through fit's
+in-process cache. The figures are printed (pytest -s) and quoted in the README.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from dlrig import fit
+from dlrig.knowledge.gpus import catalogue
+from dlrig.plan import workloads
+from dlrig.plan.fitting import WorkloadFit, predicted_peak
+
+IMAGENET = "epochs=90,dataset=1281167"
+
+
+def gpu(name: str):  # type: ignore[no-untyped-def]
+    spec = catalogue().get(name)
+    assert spec is not None
+    return spec
+
+
+def test_resnet50_on_1_vs_4_a100_80gb() -> None:
+    """The seeds claim 3.8x from 4 GPUs. fit: data-parallel ResNet-50 on NVLink hides its
+    all-reduce under backward, so it scales almost linearly."""
+    rn = WorkloadFit(workloads.parse(f"resnet50:{IMAGENET}"))
+    one, four = rn.evaluate(gpu("a100-sxm4-80gb"), 1), rn.evaluate(gpu("a100-sxm4-80gb"), 4)
+    assert one.fits and four.fits and one.time_per_run_s and four.time_per_run_s
+    speedup = one.time_per_run_s / four.time_per_run_s
+    print(
+        f"\nResNet-50 90 epochs: 1 x A100 80GB {one.time_per_run_s / 3600:.1f} h, 4 x {four.time_per_run_s / 3600:.2f} h: {speedup:.2f}x (seeds: 3.8x)"
+    )
+    assert 3.0 < speedup <= 4.0
+    assert rn.traces_made == 1  # one trace served both counts
+
+
+def test_resnet50_amp_against_fp32() -> None:
+    """The seeds claim AMP takes a ResNet-50 run from 12 h to 8 h (1.5x)."""
+    results = {}
+    for precision in ("fp32", "amp-fp16"):
+        wf = WorkloadFit(workloads.parse(f"resnet50:{IMAGENET},precision={precision}"))
+        for name in ("v100-sxm2-16gb", "a100-sxm4-80gb"):
+            ev = wf.evaluate(gpu(name), 8)
+            assert ev.fits and ev.time_per_run_s, ev
+            results[(precision, name)] = ev.time_per_run_s / 3600
+    for name in ("v100-sxm2-16gb", "a100-sxm4-80gb"):
+        ratio = results[("fp32", name)] / results[("amp-fp16", name)]
+        print(
+            f"\nResNet-50 on 8 x {name}: FP32 {results[('fp32', name)]:.1f} h, AMP {results[('amp-fp16', name)]:.1f} h: {ratio:.2f}x (seeds: 12 h -> 8 h, 1.5x)"
+        )
+        assert ratio > 1.2
+    # V100 has no TF32: FP32 there runs on CUDA cores, so AMP's tensor cores gain more than on
+    # the A100, where cuDNN already runs FP32 convolutions as TF32.
+    v100 = results[("fp32", "v100-sxm2-16gb")] / results[("amp-fp16", "v100-sxm2-16gb")]
+    a100 = results[("fp32", "a100-sxm4-80gb")] / results[("amp-fp16", "a100-sxm4-80gb")]
+    assert v100 > a100
+
+
+def test_amp_fp16_reuses_the_bf16_trace_exactly() -> None:
+    """An fp16-only GPU is evaluated on the amp-bf16 trace with its FP16 rate: the answer must
+    equal a real amp-fp16 trace's."""
+    wf = WorkloadFit(workloads.parse("gpt2:batch=4,tokens=1B,precision=amp-fp16"))
+    shortcut = wf.evaluate(gpu("v100-sxm2-32gb"), 1)
+    real = fit.evaluate(
+        fit.trace(fit.Options(model="gpt2", batch_size=4, precision="amp-fp16")),
+        gpu="v100-sxm2-32gb",
+        tokens=1e9,
+    )
+    assert shortcut.memory_peak_bytes == pytest.approx(real.memory_peak_bytes, rel=0.01)
+    assert shortcut.time_per_run_s == pytest.approx(real.time_to_train_s, rel=0.01)
+
+
+def test_predicted_micro_batch_matches_a_real_trace() -> None:
+    """ResNet-50 at batch 256 does not fit a 12 GB RTX 3060; plan predicts the micro-batch that
+    does from the one trace. A real trace at that micro-batch must agree."""
+    rn = WorkloadFit(workloads.parse(f"resnet50:{IMAGENET}"))
+    ev = rn.evaluate(gpu("rtx-3060"), 1)
+    assert (
+        ev.fits and ev.micro_batch and ev.micro_batch < 256 and ev.note and "PREDICTED" in ev.note
+    )
+    real = fit.evaluate(
+        fit.trace(fit.Options(model="resnet50", batch_size=ev.micro_batch, precision="amp-bf16")),
+        gpu="rtx-3060",
+    )
+    assert real.fits
+    assert ev.memory_peak_bytes == pytest.approx(real.memory_peak_bytes, rel=0.03)
+    full = fit.evaluate(
+        fit.trace(fit.Options(model="resnet50", precision="amp-bf16")), gpu="rtx-3060"
+    )
+    assert predicted_peak(full, 256, ev.micro_batch) == pytest.approx(
+        real.memory_peak_bytes, rel=0.03
+    )
+    print(
+        f"\nResNet-50 on RTX 3060: micro-batch {ev.micro_batch} x {ev.grad_accum}, predicted {ev.memory_peak_bytes / 2**30:.2f} GiB, traced {real.memory_peak_bytes / 2**30:.2f} GiB"
+    )
+
+
+def test_bert_large_on_rtx_3060_against_a_24_gb_card() -> None:
+    """The seeds say an RTX 3060 cannot train BERT-large in FP16."""
+    bert = WorkloadFit(
+        workloads.parse("bert-large:batch=32,seq=128,precision=amp-fp16,tokens=3.3B")
+    )
+    small, big = bert.evaluate(gpu("rtx-3060"), 1), bert.evaluate(gpu("rtx-3090"), 1)
+    assert big.fits and big.grad_accum == 1
+    margin = (small.gpu_memory_bytes or 0) - (small.memory_peak_bytes or 0)
+    print(
+        f"\nBERT-large seq 128 batch 32 AMP FP16: RTX 3060 {'fits' if small.fits else 'does not fit'} "
+        f"({small.memory_peak_bytes / 2**30:.1f} of {small.gpu_memory_bytes / 2**30:.1f} GiB, margin {margin / 2**30:.2f} GiB, "
+        f"{small.time_per_run_s / 3600 if small.time_per_run_s else float('nan'):.0f} h), RTX 3090 {big.memory_peak_bytes / 2**30:.1f} of "
+        f"{big.gpu_memory_bytes / 2**30:.1f} GiB, {big.time_per_run_s / 3600:.0f} h"
+    )
+    assert small.memory_peak_bytes == big.memory_peak_bytes  # same step, different card
+    assert big.time_per_run_s
+    if small.fits and small.time_per_run_s:
+        assert small.time_per_run_s > 2 * big.time_per_run_s
+
+
+def test_used_v100_against_a100_on_a_bandwidth_bound_model() -> None:
+    """Small-batch GPT-2 is dominated by memory-bound kernels: the A100's lead sits near its
+    2.27x bandwidth lead, below its 2.5x FP16 tensor lead."""
+    wf = WorkloadFit(workloads.parse("gpt2:batch=4,tokens=1B,precision=amp-fp16"))
+    v100, a100 = wf.evaluate(gpu("v100-sxm2-32gb"), 1), wf.evaluate(gpu("a100-sxm4-80gb"), 1)
+    assert v100.time_per_run_s and a100.time_per_run_s
+    ratio = v100.time_per_run_s / a100.time_per_run_s
+    bandwidth = (gpu("a100-sxm4-80gb").memory_bandwidth_gbs or 0) / (
+        gpu("v100-sxm2-32gb").memory_bandwidth_gbs or 1
+    )
+    tensor = (gpu("a100-sxm4-80gb").fp16_tflops or 0) / (gpu("v100-sxm2-32gb").fp16_tflops or 1)
+    from dlrig.knowledge import plan as knowledge
+
+    used = knowledge.gpu_price("v100-sxm2-32gb", "used")
+    new = knowledge.gpu_price("a100-sxm4-80gb", "new")
+    assert used and new
+    energy_ratio = (300 * ratio) / 400  # TDP x time per run
+    print(
+        f"\nGPT-2 batch 4, 1B tokens: used V100 32GB {v100.time_per_run_s / 3600:.1f} h, A100 80GB {a100.time_per_run_s / 3600:.1f} h: "
+        f"{ratio:.2f}x (bandwidth {bandwidth:.2f}x, FP16 tensor {tensor:.2f}x); price ${used.price_usd:,.0f} used vs ${new.price_usd:,.0f} new; "
+        f"energy per run {energy_ratio:.2f}x on the V100"
+    )
+    assert bandwidth * 0.95 < ratio < tensor * 1.05
