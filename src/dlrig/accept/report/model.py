@@ -1,0 +1,314 @@
+"""The page as a document: everything the HTML shows, built from the input documents alone.
+
+`dlrig report --json` prints this document and the HTML is rendered from it, so a page can be
+checked (and rebuilt) without a browser. Problems from every input are judged in one
+vocabulary (accept's verdicts) and summarised as accept summarises its own: worst first, one
+entry per cause and GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from dlrig.accept import judge
+from dlrig.accept.report import compare as compare_runs
+from dlrig.accept.report import facts as machine_facts
+from dlrig.accept.report import figures
+from dlrig.accept.report.inputs import HISTORY_SCHEMA, Input
+from dlrig.accept.verdict import Verdict
+from dlrig.report import envelope
+
+SCHEMA_NAME = "dlrig.report"
+SCHEMA_VERSION = 1
+MACHINE_PRIORITY = ("dlrig.accept", "dlrig.doctor", "dlrig.machine", "dlrig.bench")
+
+
+def verdict_of(entry: dict[str, Any]) -> Verdict:
+    return Verdict(
+        entry["id"],
+        entry["status"],
+        entry["title"],
+        entry.get("source", "burn-in"),
+        tuple(entry.get("evidence") or ()),
+        entry.get("fix"),
+        entry.get("cause"),
+        entry.get("gpu"),
+    )
+
+
+def _doctor_of_snapshot(document: dict[str, Any]) -> dict[str, Any]:
+    """A saved snapshot is judged by doctor's checks (pure functions of it)."""
+    from dlrig.accept import stages
+    from dlrig.errors import InputError
+    from dlrig.machine.model import Machine
+
+    try:
+        machine = Machine.from_dict(document)
+    except ValueError as exc:
+        raise InputError(f"machine snapshot: {exc}", fix="give a `doctor --save` file") from None
+    return stages.doctor_report(machine)
+
+
+def _fit_verdicts(document: dict[str, Any]) -> list[Verdict]:
+    if document.get("fits") is not False:
+        return []
+    peak = (document.get("memory") or {}).get("peak_bytes")
+    capacity = document.get("gpu_memory_bytes")
+    need = (
+        f": needs {peak / 2**30:.1f} GiB of {capacity / 2**30:.1f} GiB"
+        if isinstance(peak, int) and isinstance(capacity, int)
+        else ""
+    )
+    advice = [a for a in document.get("advice") or () if a.get("fits")]
+    fix = (
+        f"try {advice[0]['change']} (fits at {advice[0]['memory_peak_bytes'] / 2**30:.1f} GiB)"
+        if advice
+        else "a smaller batch, gradient checkpointing, or sharding (`dlrig fit --help`)"
+    )
+    return [
+        Verdict(
+            "fit.fits",
+            "warn",
+            f"{document.get('model')} does not fit on {document.get('gpu')}{need}",
+            "fit",
+            tuple(document.get("assumptions") or ()),
+            fix,
+            "cuda_oom",
+        )
+    ]
+
+
+def _monitor_verdicts(report: dict[str, Any]) -> list[Verdict]:
+    verdicts = []
+    for gpu in report.get("gpus") or ():
+        seconds = gpu.get("seconds") or 0.0
+        throttled = gpu.get("throttled_seconds") or 0.0
+        if seconds and throttled / seconds >= 0.05:
+            reasons = ", ".join(
+                f"{k} {v:.0f} s" for k, v in (gpu.get("throttled_seconds_by_reason") or {}).items()
+            )
+            verdicts.append(
+                Verdict(
+                    "monitor.throttle",
+                    "warn",
+                    f"GPU {gpu['gpu']} throttled {throttled / seconds:.0%} of the recorded time",
+                    "monitor",
+                    (reasons,) if reasons else (),
+                    None,
+                    "gpu_throttling",
+                    gpu["gpu"],
+                )
+            )
+    for event in report.get("xid_events") or ():
+        verdicts.append(
+            Verdict(
+                "monitor.xid",
+                "fail",
+                f"Xid {event['xid']} recorded on GPU {event['gpu']} ({event['count']}x)",
+                "monitor",
+                ("`dlrig diagnose` on the kernel log explains it",),
+                None,
+                "gpu_fell_off_bus" if event["xid"] == 79 else "xid_error",
+                event.get("gpu"),
+            )
+        )
+    return verdicts
+
+
+def _doctor_section(label: str, document: dict[str, Any]) -> dict[str, Any]:
+    checks = document.get("checks") or []
+    shown = sorted(
+        (c for c in checks if c["status"] in ("fail", "warn", "info")),
+        key=lambda c: ("fail", "warn", "info").index(c["status"]),
+    )
+    return {
+        "label": label,
+        "counts": document.get("summary") or {},
+        "checks": shown,
+        "ok": [c["title"] for c in checks if c["status"] == "ok"],
+        "skipped": sum(1 for c in checks if c["status"] == "skip"),
+    }
+
+
+def _bench_section(label: str, document: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "label": label,
+        "device": document.get("device"),
+        "results": [r for r in document.get("results") or () if r.get("verdict") != "skip"],
+        "skipped": [
+            {"part": r["part"], "test": r["test"], "note": r.get("note")}
+            for r in document.get("results") or ()
+            if r.get("verdict") == "skip"
+        ]
+        + [
+            {"part": p, "test": "", "note": why}
+            for p, why in (document.get("skipped") or {}).items()
+        ],
+    }
+
+
+def _burn_in_section(label: str, burn_in: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "label": label,
+        **burn_in,
+        "gpu_figures": figures.gpu_figures(burn_in),
+        "load_figures": figures.load_figures(burn_in),
+    }
+
+
+def _fit_section(label: str, document: dict[str, Any]) -> dict[str, Any]:
+    memory = document.get("memory") or {}
+    return {
+        "label": label,
+        "model": document.get("model"),
+        "gpu": document.get("gpu"),
+        "method": document.get("method"),
+        "fits": document.get("fits"),
+        "gpu_memory_bytes": document.get("gpu_memory_bytes"),
+        "peak_bytes": memory.get("peak_bytes"),
+        "breakdown": memory.get("breakdown") or {},
+        "batch_size": document.get("batch_size"),
+        "max_batch_size": document.get("max_batch_size"),
+        "step_time_s": document.get("step_time_s"),
+        "samples_per_s": document.get("samples_per_s"),
+        "tokens_per_s": document.get("tokens_per_s"),
+        "mfu": document.get("mfu"),
+        "setup": document.get("setup") or {},
+        "assumptions": document.get("assumptions") or [],
+    }
+
+
+def sections(inputs: Sequence[Input]) -> dict[str, Any]:
+    """Every input's sections and verdicts (also what `--compare` reads of the old run)."""
+    out: dict[str, Any] = {
+        "runs": [],
+        "burn_ins": [],
+        "bench": [],
+        "doctor": [],
+        "fits": [],
+        "monitor": [],
+        "verdicts": [],
+        "machine": None,
+    }
+    machines: dict[str, dict[str, Any]] = {}
+    for item in inputs:
+        doc, label, schema = item.document, item.label, item.schema
+        snapshot = machine_facts.machine_of(schema, doc)
+        if snapshot is not None:
+            machines.setdefault(schema, snapshot)
+        if schema == "dlrig.accept":
+            out["verdicts"] += [verdict_of(v) for v in doc.get("verdicts") or ()]
+            out["runs"].append(
+                {
+                    "label": label,
+                    **{
+                        k: doc.get(k)
+                        for k in (
+                            "level",
+                            "level_description",
+                            "mode",
+                            "replay",
+                            "minutes",
+                            "hostname",
+                            "started_at",
+                            "finished_at",
+                            "seconds",
+                            "complete",
+                            "stopped_by",
+                            "stopped_during",
+                            "result",
+                            "files",
+                        )
+                    },
+                    "verdicts": doc.get("verdicts") or [],
+                }
+            )
+            if doc.get("doctor"):
+                out["doctor"].append(_doctor_section(label, doc["doctor"]))
+            if doc.get("bench"):
+                out["bench"].append(_bench_section(label, doc["bench"]))
+            if doc.get("burn_in"):
+                out["burn_ins"].append(_burn_in_section(label, doc["burn_in"]))
+        elif schema in ("dlrig.doctor", "dlrig.machine"):
+            doctor = doc if schema == "dlrig.doctor" else _doctor_of_snapshot(doc)
+            out["verdicts"] += judge.from_doctor(doctor)
+            out["doctor"].append(_doctor_section(label, doctor))
+        elif schema == "dlrig.bench":
+            out["verdicts"] += judge.from_bench(doc)
+            out["bench"].append(_bench_section(label, doc))
+        elif schema == "dlrig.fit":
+            out["verdicts"] += _fit_verdicts(doc)
+            out["fits"].append(_fit_section(label, doc))
+        elif schema in ("dlrig.monitor.report", HISTORY_SCHEMA):
+            report = doc if schema == "dlrig.monitor.report" else doc["report"]
+            out["verdicts"] += _monitor_verdicts(report)
+            out["monitor"].append(
+                {
+                    "label": label,
+                    "report": report,
+                    # A history has time series; a report of one has only its figures.
+                    "gpus": (doc.get("gpus") or []) if schema == HISTORY_SCHEMA else [],
+                    "host": doc.get("host") if schema == HISTORY_SCHEMA else None,
+                }
+            )
+        elif schema == "dlrig.monitor.sample":
+            out["monitor"].append({"label": label, "sample": doc, "gpus": [], "host": None})
+    for schema in MACHINE_PRIORITY:
+        if schema in machines:
+            out["machine"] = machine_facts.facts(machines[schema])
+            break
+    return out
+
+
+def build(inputs: Sequence[Input], compare_with: Input | None = None) -> dict[str, Any]:
+    from dlrig.errors import InputError
+
+    if not inputs:
+        raise InputError("no input files", fix="give dlrig JSON documents, e.g. accept.json")
+    current = sections(inputs)
+    verdicts: list[Verdict] = current.pop("verdicts")
+    summary = judge.summary(verdicts)
+    judged = bool(verdicts) or any(current[k] for k in ("runs", "doctor", "bench"))
+    result = summary["result"] if judged else "info"
+    if any(run.get("complete") is False for run in current["runs"]) and result == "pass":
+        result = "incomplete"
+    changes = None
+    if compare_with is not None:
+        old = sections([compare_with])
+        old_verdicts = old.pop("verdicts")
+        changes = compare_runs.changes(old, current, old_verdicts, verdicts)
+    machine = current["machine"] or {}
+    host = machine.get("hostname") or next(
+        (r.get("hostname") for r in current["runs"] if r.get("hostname")), None
+    )
+    kinds = "acceptance report" if current["runs"] else "report"
+    replayed = [Path(f).name for r in current["runs"] for f in r.get("replay") or ()]
+    if not host and replayed:
+        host = "recorded " + ", ".join(replayed)
+    return envelope(
+        SCHEMA_NAME,
+        SCHEMA_VERSION,
+        {
+            "title": f"{host}: {kinds}" if host else f"dlrig {kinds}",
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "inputs": [
+                {"path": i.path, "label": i.label, "schema": i.schema, "kind": i.kind}
+                for i in inputs
+            ],
+            "compare_with": None
+            if compare_with is None
+            else {
+                "path": compare_with.path,
+                "label": compare_with.label,
+                "schema": compare_with.schema,
+                "kind": compare_with.kind,
+            },
+            "result": result,
+            "summary": summary,
+            "changes": changes,
+            **current,
+        },
+    )

@@ -1,0 +1,158 @@
+"""The acceptance run's calls into `doctor` and `bench`: the one module of `accept` that does.
+
+Bench runs part by part (and compute and memory once per GPU), so a stop signal keeps every
+part that finished, and the progress says which part runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlrig.accept.levels import Level
+from dlrig.machine.model import Machine, XidEvent
+
+Progress = Callable[[str, float], None]
+PER_GPU_PARTS = ("compute", "memory")
+
+
+def machine_snapshot(replay: Sequence[str], machine_path: str | None) -> Machine:
+    """The machine's facts: the recorded files in replay mode, a saved snapshot, or a probe."""
+    from dlrig.machine import probe, readers
+
+    if replay:
+        return readers.load_many(list(replay))
+    if machine_path:
+        return readers.load(machine_path)
+    return probe.collect()
+
+
+def kernel_xids_after(before: Machine) -> list[XidEvent]:
+    """Kernel-log Xid lines that appeared since `before` was probed (a second, cheap probe)."""
+    from dlrig.machine import probe
+
+    seen = {
+        (e.code, e.pci_bus_id, e.timestamp, e.message)
+        for e in (before.kernel_log.xid_events if before.kernel_log else ())
+    }
+    after = probe.collect()
+    return [
+        e
+        for e in (after.kernel_log.xid_events if after.kernel_log else ())
+        if (e.code, e.pci_bus_id, e.timestamp, e.message) not in seen
+    ]
+
+
+def check_gpu_indices(machine: Machine, indices: Sequence[int]) -> None:
+    """--gpu-index names GPUs of this machine (NVML's numbering), checked before any work."""
+    from dlrig.errors import InputError
+
+    known = sorted(g.index for g in machine.gpus or ())
+    for index in indices:
+        if index not in known:
+            have = f"GPUs {', '.join(map(str, known))}" if known else "no NVIDIA GPU"
+            raise InputError(
+                f"--gpu-index {index}: this machine has {have}",
+                fix="give an index `nvidia-smi -L` lists, or drop --gpu-index",
+            )
+
+
+def doctor_report(machine: Machine) -> dict[str, Any]:
+    from dlrig import doctor
+
+    document: dict[str, Any] = doctor.run(machine).to_dict()
+    return document
+
+
+@dataclass
+class BenchStage:
+    document: dict[str, Any]  # a dlrig.bench document of the parts that ran
+    skipped: dict[str, str] = field(default_factory=dict)  # part -> why it did not run
+
+
+def bench_parts(level: Level, skip: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """The level's bench parts that this dlrig's bench has, less `skip` ("bench": all), and
+    why each other part does not run."""
+    from dlrig import bench
+    from dlrig.errors import InputError
+
+    for name in skip:
+        if name != "bench" and name not in bench.PARTS:
+            raise InputError(
+                f"--skip {name!r} is not a bench part",
+                fix=f"give one of: bench (all), {', '.join(bench.PARTS)}",
+            )
+    chosen, skipped = [], {}
+    for part in bench.PARTS:
+        if part not in level.bench_parts:
+            skipped[part] = f"not at level {level.name}"
+        elif part in skip or "bench" in skip:
+            skipped[part] = "skipped (--skip)"
+        else:
+            chosen.append(part)
+    return chosen, skipped
+
+
+def run_bench(
+    level: Level,
+    parts: Sequence[str],
+    machine: Machine,
+    gpu_indices: Sequence[int],
+    storage_dir: Path,
+    progress: Progress,
+    document: dict[str, Any],
+    skipped: dict[str, str],
+) -> None:
+    """Run `parts` into `document` (a dlrig.bench document filled in as each part finishes);
+    a part that needs a missing extra (torch) goes into `skipped` with the install line."""
+    from dlrig import bench
+    from dlrig.errors import MissingExtraError
+
+    # torch numbers GPUs fastest-first unless told otherwise, NVML by PCI bus: make torch's
+    # cuda:N the GPU the monitor and doctor call N.
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    indices = list(gpu_indices) or [g.index for g in machine.gpus or ()] or [0]
+    steps: list[tuple[str, int]] = []
+    for part in parts:
+        if part in PER_GPU_PARTS:
+            steps.extend((part, i) for i in indices)
+        else:
+            steps.append((part, indices[0]))
+    for position, (part, index) in enumerate(steps):
+        options = bench.BenchOptions(
+            gpu_index=index,
+            path=str(storage_dir) if part in ("storage", "pack") else None,
+            size_bytes=level.storage_bytes,
+            random_seconds=level.storage_random_seconds,
+            quick=level.bench_quick,
+        )
+
+        def step(label: str, fraction: float, position: int = position) -> None:
+            progress(f"bench {label}", (position + min(max(fraction, 0.0), 1.0)) / len(steps))
+
+        if part in skipped:
+            continue  # its extra is missing: said once
+        try:
+            report = bench.run([part], options, machine, step)
+        except MissingExtraError as exc:
+            skipped[part] = exc.one_line()
+            continue
+        if document.get("device") is None:
+            document["device"] = report.to_dict()["device"]
+        on_gpu = report.device is not None and report.device.kind == "cuda"
+        for result in report.to_dict()["results"]:
+            if part in PER_GPU_PARTS and on_gpu:
+                result["gpu_index"] = index
+            document["results"].append(result)
+
+
+def empty_bench_document() -> dict[str, Any]:
+    from dlrig import bench
+    from dlrig.report import envelope
+
+    return envelope(
+        bench.SCHEMA_NAME, bench.SCHEMA_VERSION, {"machine": None, "device": None, "results": []}
+    )

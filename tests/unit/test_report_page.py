@@ -1,0 +1,80 @@
+"""The report page built in-process from documents dlrig made from real recorded evidence
+(tests/fixtures/nvidia-smi): one summary over several inputs, `--compare`, and an HTML page
+that stands alone (no script, no request, no duplicate element id across the inline SVGs)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from dlrig import accept
+from dlrig.accept import report
+from tests.conftest import NVSMI
+
+FIXTURES = {
+    "t4": NVSMI / "tesla-t4-2procs-q-x.xml",
+    "rtx3090": NVSMI / "rtx3090-q-x.xml",
+    "xid": NVSMI / "dmesg-xid119-gsp-rpc-timeout.log",
+    "h200-590": NVSMI / "h200-capture-idle-load.txt",
+    "h200-580": NVSMI / "table-580.173.02-h200-idle.txt",
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """accept --replay of each fixture, written as `dlrig accept` writes it."""
+    folder = tmp_path_factory.mktemp("runs")
+    paths = {}
+    for name, evidence in FIXTURES.items():
+        run = accept.run(accept.AcceptOptions(replay=(str(evidence),), out_dir=str(folder / name)))
+        paths[name] = str(run.write(with_report=False)[0])
+    return paths
+
+
+def test_one_summary_over_several_runs_lists_each_problem_once(runs):
+    page = report.build([runs["t4"], runs["rtx3090"], runs["xid"]])
+    assert page["schema"] == "dlrig.report" and page["result"] == "fail"
+    problems = page["summary"]["problems"]
+    failing = [p for p in problems if p["status"] == "fail"]
+    assert [p["ids"][0] for p in failing] == ["burn_in.pcie", "burn_in.power_limit", "burn_in.xid"]
+    assert all(p["status"] == "warn" for p in problems[len(failing) :])
+    # Doctor's findings on the same readings are part of those problems, not listed again.
+    joined = {p["ids"][0]: p["ids"][1:] for p in failing}
+    assert joined == {
+        "burn_in.pcie": ["doctor.gpu.pcie_width"],
+        "burn_in.power_limit": ["doctor.gpu.power_limit"],
+        "burn_in.xid": ["doctor.gpu.xid_events"],
+    }
+    # The two machines' end-of-life drivers (R515, R525) are two problems.
+    eol = [p["title"] for p in problems if p["ids"] == ["doctor.driver.branch_eol"]]
+    assert sorted(eol) == [
+        "driver branch R515 is past end of life",
+        "driver branch R525 is past end of life",
+    ]
+
+
+def test_compare_puts_the_machine_change_first_and_finds_nothing_in_a_rerun(runs):
+    page = report.build([runs["h200-590"]], compare=runs["h200-580"])
+    assert page["changes"][0] == {
+        "area": "machine",
+        "what": "NVIDIA driver",
+        "old": "580.173.02",
+        "new": "590.48.01",
+        "direction": "changed",
+    }
+    same = report.build([runs["h200-590"]], compare=runs["h200-590"])
+    assert same["changes"] == []
+
+
+def test_the_page_stands_alone(runs):
+    page = report.build([runs["h200-590"], runs["t4"]], compare=runs["h200-580"])
+    text = report.render_html(page)
+    assert "<script" not in text.lower()
+    assert not re.search(r'(?:src|href)\s*=\s*"(?:https?:)?//', text), "an external resource"
+    assert "<?xml" not in text and "<!DOCTYPE svg" not in text  # SVG inline, not documents
+    ids = Counter(re.findall(r'\bid="([^"]+)"', text))
+    assert [i for i, n in ids.items() if n > 1] == []
+    assert text.count('<figure class="chart"') == 3  # the H200's clock, temperature, power
+    assert text.index('id="changes"') < text.index('id="summary"') < text.index('id="machine"')
