@@ -116,3 +116,18 @@ def test_a_stop_signal_during_storage_removes_the_test_file(tmp_path, signame) -
         process.wait(timeout=10)
     assert process.returncode == 128 + signum and f"stopped by {signame}" in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["compute", "--gpu-index", "3", "--quick"], "--gpu-index 3: torch sees no GPU"),
+        (["dataloader", "--dataset", "os:getcwd"], "returned str, not a Dataset"),
+        (["storage", "--path", "/proc", "--size", "64M"], "no room for the 64 MiB test file"),
+        (["storage", "--path", "/tmp", "--random-seconds", "nan"], "not a finite number"),
+    ],
+)
+def test_options_that_would_do_nothing_are_refused(run_dlrig, args, message) -> None:
+    done = run_dlrig("bench", *args)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert message in done.stderr and "Traceback" not in done.stderr

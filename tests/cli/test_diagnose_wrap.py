@@ -162,3 +162,21 @@ def test_an_empty_log_is_bad_input_like_everywhere_else(run_dlrig, tmp_path):
     assert "empty" in done.stderr and "Traceback" not in done.stderr
     mixed = run_dlrig("diagnose", str(empty), "--", "true")
     assert mixed.returncode == 2
+
+
+def test_json_with_a_command_keeps_stdout_for_the_document_alone(run_dlrig):
+    script = (
+        "print('step 1 loss 2.3', flush=True)\n"
+        "raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')\n"
+    )
+    done = run_dlrig("diagnose", "--json", "--", sys.executable, "-c", script)
+    assert done.returncode == 1
+    document = __import__("json").loads(done.stdout)
+    assert document["schema"] == "dlrig.diagnose"
+    assert "step 1 loss 2.3" in done.stderr  # the command's output is still shown
+
+
+def test_the_status_line_quotes_the_command_as_it_ran(run_dlrig):
+    done = run_dlrig("diagnose", "--", "sh", "-c", "echo '[x]'; exit 5")
+    assert done.returncode == 5
+    assert "`sh -c 'echo '\"'\"'[x]'\"'\"'; exit 5'` exited with 5" in done.stderr

@@ -193,6 +193,12 @@ def test_record_db_then_report_with_plots_and_cost(run_dlrig, tmp_path) -> None:
     ]
     text = run_dlrig("monitor", "report", str(db), "--price-per-kwh", "0.25")
     assert text.returncode == 0 and "kWh, cost" in text.stdout
+    # In a pipe (80 columns) every figure is still there, one block per GPU, nothing cut.
+    assert "GPU 0 H200" in text.stdout and "90-100%" in text.stdout
+    assert max(len(line) for line in text.stdout.splitlines()) <= 80
+    for bad in ("nan", "inf", "-1"):
+        refused = run_dlrig("monitor", "report", str(db), "--price-per-kwh", bad)
+        assert refused.returncode == 2 and "--price-per-kwh" in refused.stderr
     # Options before the argument, the group's --json, and the old --plots spelling.
     before = run_dlrig("monitor", "--json", "report", "--plots", str(tmp_path / "old"), str(db))
     assert before.returncode == 0, before.stderr

@@ -369,3 +369,26 @@ def test_replay_refuses_files_that_name_gpus_without_readings() -> None:
     assert "H100" in paste.read_text()
     with pytest.raises(InputError, match="holds no GPU readings"):
         ReplaySource([paste])
+
+
+def test_replayed_xid_events_keep_the_time_their_log_line_gives() -> None:
+    import datetime as dt
+
+    from dlrig import monitor
+    from dlrig.machine.readers.kernel_log import event_unix
+    from tests.conftest import NVSMI
+
+    source = monitor.open_source(
+        [str(NVSMI / "tesla-t4-2procs-q-x.xml"), str(NVSMI / "dmesg-xid119-gsp-rpc-timeout.log")]
+    )
+    _, second = monitor.once(source, host=False, settle_seconds=0.05)
+    [xid] = [x for x in second.xids if x.code == 119]  # counts are cumulative
+    # The log's last Xid 119 line: [Sun Feb 23 16:30:13 2025]; read as UTC.
+    assert xid.last_seen_unix == dt.datetime(2025, 2, 23, 16, 30, 13, tzinfo=dt.UTC).timestamp()
+    assert event_unix("1843.308145") is None  # seconds since boot: no wall clock
+    now = dt.datetime(2026, 1, 5, tzinfo=dt.UTC).timestamp()
+    # A syslog stamp has no year: the latest such moment that is not in the future.
+    assert (
+        event_unix("Dec 30 10:00:00", now)
+        == dt.datetime(2025, 12, 30, 10, tzinfo=dt.UTC).timestamp()
+    )

@@ -42,7 +42,7 @@ __all__ = [
 
 SCHEMA_NAME = "dlrig.bench"
 SCHEMA_VERSION = 1
-PARTS = ("compute", "memory", "comms", "storage", "dataloader")
+PARTS = ("compute", "memory", "comms", "storage", "dataloader", "pack")
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,10 @@ def _run_part(
     report: BenchReport,
     step: Progress,
 ) -> list[BenchResult]:
+    if part == "pack":  # a dlrig pack (--path) against its loose files
+        from dlrig.bench import pack
+
+        return pack.run_part(options.path, options.quick, step)
     if part == "compute":
         assert device is not None
         return compute.run(device, seconds_per_size=0.2 if options.quick else 0.5, progress=step)

@@ -158,7 +158,11 @@ def load_dataset(target: str) -> Any:
     dataset = call_factory(target, factory)
     torch = torch_module()
     iterable = isinstance(dataset, torch.utils.data.IterableDataset)
-    if not iterable and not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+    # A str, bytes or dict has __getitem__ and __len__ too, but is data, not a Dataset.
+    plain = isinstance(dataset, str | bytes | bytearray | dict)
+    if plain or (
+        not iterable and not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"))
+    ):
         raise InputError(
             f"{target}: the factory returned {type(dataset).__name__}, not a Dataset",
             fix="return a torch.utils.data.Dataset (with __len__ and __getitem__)",

@@ -48,9 +48,7 @@ def write(results: list[BenchResult], directory: Path) -> list[str]:
             )
             if result.expected:
                 # The peak in the series' own colour, so each dtype meets its own line.
-                axes.axhline(
-                    result.expected, linestyle=":", linewidth=1.2, color=line.get_color()
-                )
+                axes.axhline(result.expected, linestyle=":", linewidth=1.2, color=line.get_color())
                 peaks += 1
         axes.set_xscale("log", base=2)
         axes.set_xlabel("N (N×N matmul)")

@@ -63,6 +63,15 @@ def _parse_size(text: str) -> int:
         raise InputError(f"--size {text!r} is not a size", fix="e.g. 1G, 512M") from None
 
 
+def size_text(size: int) -> str:
+    """Bytes the way --size spells them: 64 MiB, 1 GiB, 1.5 GiB."""
+    if size >= 1 << 30:
+        return (
+            f"{size / (1 << 30):g} GiB" if size % (1 << 27) == 0 else f"{size / (1 << 30):.2f} GiB"
+        )
+    return f"{size / (1 << 20):.0f} MiB"
+
+
 def parse_size(text: str) -> int:
     size = _parse_size(text)
     if size < 16 * SEQ_BLOCK:
@@ -80,10 +89,15 @@ def test_file(directory: Path, size: int, progress: Progress) -> Iterator[Path]:
         )
     free = shutil.disk_usage(directory).free
     if free < size + (64 << 20):
+        room = free - (64 << 20)
+        # Suggest what fits (a power of two of MiB, at least the 16 MiB floor) or say none does.
+        fits = 1 << max(24, (max(room, 1) >> 20).bit_length() - 1 + 20) if room >= 16 << 20 else 0
         raise InputError(
-            f"{directory}: no room for the {size / 1e9:.1f} GB test file "
-            f"({free / 1e9:.2f} GB free)",
-            fix="free some space or pass a smaller --size (e.g. --size 256M)",
+            f"{directory}: no room for the {size_text(size)} test file "
+            f"({size_text(max(free, 0))} free)",
+            fix=f"free some space or pass a smaller --size (e.g. --size {fits >> 20}M)"
+            if fits
+            else "free some space, or give a directory on a disk with room",
         )
     try:
         handle, name = tempfile.mkstemp(prefix=".dlrig-bench-", suffix=".tmp", dir=directory)
@@ -315,7 +329,7 @@ def run(
         with test_file(target, size, progress) as file:
             return _measure(
                 file,
-                f"a {size / 1e9:.1f} GB test file in {target}",
+                f"a {size_text(size)} test file in {target}",
                 random_seconds,
                 random_block,
                 with_fio,

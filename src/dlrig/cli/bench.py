@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from dlrig.cli.common import console, console_wide, json_option, print_json
+from dlrig.cli.common import FiniteFloat, console, console_wide, json_option, print_json
 
 
 @click.command("bench")
@@ -22,7 +22,7 @@ from dlrig.cli.common import console, console_wide, json_option, print_json
 @click.option("--size", default="1G", show_default=True, help="storage: test file size.")
 @click.option(
     "--random-seconds",
-    type=float,
+    type=FiniteFloat(min=0, min_open=True),
     default=5.0,
     show_default=True,
     help="storage: duration of the random-read test.",
@@ -83,6 +83,16 @@ def bench_command(
         )
     if processes is not None and processes < 2:
         raise InputError(f"--processes {processes}: collectives need 2 or more", fix="e.g. 2")
+    source = click.get_current_context().get_parameter_source("gpu_index")
+    # A GPU named on a machine where torch sees none must not quietly measure the CPU.
+    if (
+        source is click.core.ParameterSource.COMMANDLINE
+        and bench.pick_device(device, gpu_index).kind != "cuda"
+    ):
+        raise InputError(
+            f"--gpu-index {gpu_index}: torch sees no GPU on this machine",
+            fix="drop --gpu-index to measure the CPU, or run `dlrig doctor` to see why",
+        )
     options = bench.BenchOptions(
         device=device,
         gpu_index=gpu_index,

@@ -41,3 +41,41 @@ def console_wide() -> Any:
     if not out.is_terminal:
         out.width = max(out.width, 150)
     return out
+
+
+class FiniteFloat(click.ParamType):  # type: ignore[type-arg]  # generic only in click >= 8.5
+    """A float that is a real number within bounds.
+
+    click's FloatRange lets NaN and infinity through (NaN compares false with every bound), so a
+    `--duration nan` or `--price-per-kwh inf` would run and print nonsense. This refuses them."""
+
+    name = "number"
+
+    def __init__(
+        self,
+        min: float | None = None,
+        max: float | None = None,
+        min_open: bool = False,
+    ) -> None:
+        self.min, self.max, self.min_open = min, max, min_open
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        import math
+
+        if isinstance(value, float) and math.isfinite(value):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number", param, ctx)
+            if not math.isfinite(number):
+                self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.min is not None and (number < self.min or (self.min_open and number == self.min)):
+            bound = f"above {self.min:g}" if self.min_open else f"at least {self.min:g}"
+            self.fail(f"{value!r} is out of range: give a number {bound}", param, ctx)
+        if self.max is not None and number > self.max:
+            self.fail(f"{value!r} is out of range: give at most {self.max:g}", param, ctx)
+        return number

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -41,6 +42,7 @@ def diagnose_command(
                                                and diagnose if it fails
 
     Options go before or after the files; with `-- CMD`, everything after `--` is the command's.
+    With --json and -- CMD, the command's output goes to stderr so stdout holds only the JSON.
     Where stdout is a terminal the command runs on a pseudo-terminal (colours and progress bars
     pass through unchanged); when the reader of dlrig's output goes away, the command keeps
     running and is still diagnosed.
@@ -133,7 +135,13 @@ def _run_command(command: list[str], machine: Machine | None, as_json: bool) -> 
     session = diagnose.Session(machine)
     session.start("stdout")
     session.start("stderr")
-    outcome = wrap.run(command, lambda data, source: session.feed(data, source))
+    # With --json, dlrig's stdout carries the document alone: the command's own stdout goes to
+    # stderr with its stderr, so `dlrig diagnose --json -- CMD > out.json` stays parseable.
+    outcome = wrap.run(
+        command,
+        lambda data, source: session.feed(data, source),
+        stdout_fd=sys.stderr.fileno() if as_json else None,
+    )
     code = outcome.exit_code
     if code == 0:
         sys.exit(0)
@@ -144,7 +152,10 @@ def _run_command(command: list[str], machine: Machine | None, as_json: bool) -> 
         else:
             out = console(stderr=True)
             out.print()
-            out.print(f"[bold]dlrig diagnose:[/bold] `{' '.join(command)}` exited with {code}")
+            from rich.markup import escape
+
+            shown = escape(shlex.join(command))  # the command as it ran, brackets and all
+            out.print(f"[bold]dlrig diagnose:[/bold] `{shown}` exited with {code}")
             from dlrig.diagnose.render import render_text
 
             render_text(result, out)

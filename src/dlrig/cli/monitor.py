@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from dlrig.cli.common import console, console_wide, json_option, print_json
+from dlrig.cli.common import FiniteFloat, console, console_wide, json_option, print_json
 from dlrig.cli.monitor_options import (
     GROUP_VALUES,
     SourceSettings,
@@ -141,7 +141,11 @@ def _live(settings: SourceSettings) -> None:
     help="Use dcgm-exporter's metric names and labels (its Grafana dashboards work as is).",
 )
 @click.option("--db", help="Also record the samples here.")
-@click.option("--duration", type=float, help="Stop after this many seconds (default: run).")
+@click.option(
+    "--duration",
+    type=FiniteFloat(min=0, min_open=True),
+    help="Stop after this many seconds (default: run).",
+)
 @click.pass_context
 def serve_command(
     ctx: click.Context,
@@ -207,12 +211,24 @@ def _group_json(ctx: click.Context, as_json: bool) -> bool:
     help="Name of the machine state being captured with --out (idle, load, ...).",
 )
 @click.option("--db", help="Record samples into SQLite.")
-@click.option("--duration", type=float, help="Stop after this many seconds (default: run).")
 @click.option(
-    "--max-age-days", type=float, default=30.0, show_default=True, help="History kept (--db)."
+    "--duration",
+    type=FiniteFloat(min=0, min_open=True),
+    help="Stop after this many seconds (default: run).",
 )
 @click.option(
-    "--max-size-mb", type=float, default=1024.0, show_default=True, help="History size cap."
+    "--max-age-days",
+    type=FiniteFloat(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="History kept (--db).",
+)
+@click.option(
+    "--max-size-mb",
+    type=FiniteFloat(min=0, min_open=True),
+    default=1024.0,
+    show_default=True,
+    help="History size cap.",
 )
 @json_option
 @click.pass_context
@@ -250,19 +266,31 @@ def record_command(
 @monitor_command.command("report", epilog=REPORT_EXIT)
 @click.argument("db")
 @out_option("Write PNG plots of the history into this folder.", "--plots")
-@click.option("--price-per-kwh", type=float, help="Electricity price, for the energy cost.")
+@click.option(
+    "--price-per-kwh",
+    type=FiniteFloat(min=0),
+    help="Electricity price, for the energy cost.",
+)
 @click.option("--currency", default="USD", show_default=True)
 @click.option(
-    "--idle-below", type=float, default=5.0, show_default=True, help="Idle threshold, % util."
+    "--idle-below",
+    type=FiniteFloat(min=0, max=100),
+    default=5.0,
+    show_default=True,
+    help="Idle threshold, % util.",
 )
 @click.option(
     "--idle-min-seconds",
-    type=float,
+    type=FiniteFloat(min=0),
     default=60.0,
     show_default=True,
     help="Shortest idle period listed.",
 )
-@click.option("--last-hours", type=float, help="Only the last N hours of the history.")
+@click.option(
+    "--last-hours",
+    type=FiniteFloat(min=0, min_open=True),
+    help="Only the last N hours of the history.",
+)
 @json_option
 @click.pass_context
 def report_command(

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from dlrig.cli.common import FiniteFloat
 from dlrig.errors import InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -66,7 +67,7 @@ def source_options(function: F) -> F:
         ),
         click.option(
             "--frame-seconds",
-            type=float,
+            type=FiniteFloat(min=0, min_open=True),
             default=30.0,
             show_default=True,
             help="Seconds each replayed state/file is shown before the next.",
@@ -78,7 +79,7 @@ def source_options(function: F) -> F:
         ),
         click.option(
             "--interval",
-            type=float,
+            type=FiniteFloat(min=0.05, max=3600),
             default=1.0,
             show_default=True,
             help="Seconds between samples.",

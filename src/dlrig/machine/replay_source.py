@@ -60,7 +60,7 @@ class ReplaySource:
         cuda: str | None = None
         hostname: str | None = None
         for path in paths:
-            text = read_text(path, "replay file", MAX_INPUT_BYTES)
+            text = read_text(path, "recorded nvidia-smi output", MAX_INPUT_BYTES)
             name = Path(path).name
             if nvsmi_capture.looks_like(text):
                 header, sections = nvsmi_capture.split_sections(text)

@@ -22,9 +22,57 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def render_report(report: HistoryReport, out: Any) -> None:
+_TABLE_MIN_WIDTH = 120
+_BANDS = ("0-10%", "10-50%", "50-90%", "90-100%")
+
+
+def _name(gpu: Any) -> str:
+    return f"{gpu.gpu} {(gpu.name or '').removeprefix('NVIDIA ')}".strip()
+
+
+def _mean(gpu: Any) -> str:
+    return "?" if gpu.utilization_mean_percent is None else f"{gpu.utilization_mean_percent:.0f}%"
+
+
+def _energy(gpu: Any) -> str:
+    return "?" if gpu.energy_kwh is None else f"{gpu.energy_kwh:.3f} kWh"
+
+
+def _table(report: HistoryReport) -> Any:
     from rich.table import Table
 
+    table = Table(expand=False)
+    columns = ("GPU", "time", "util mean", *_BANDS, "idle periods", "throttled", "unavailable")
+    for column in (*columns, "energy"):
+        table.add_column(column, no_wrap=True)
+    for gpu in report.gpus:
+        d = gpu.utilization_distribution
+        table.add_row(
+            _name(gpu),
+            _duration(gpu.seconds),
+            _mean(gpu),
+            *(f"{d.get(k, 0.0):.0%}" for k in _BANDS),
+            f"{len(gpu.idle_periods)} ({_duration(gpu.idle_seconds)})",
+            _duration(gpu.throttled_seconds),
+            _duration(gpu.unavailable_seconds),
+            _energy(gpu),
+        )
+    return table
+
+
+def _block(gpu: Any) -> str:
+    d = gpu.utilization_distribution
+    bands = " · ".join(f"{k} {d.get(k, 0.0):.0%}" for k in _BANDS)
+    return (
+        f"[bold]GPU {_name(gpu)}[/bold], {_duration(gpu.seconds)} recorded\n"
+        f"  utilisation  mean {_mean(gpu)}; {bands}\n"
+        f"  idle         {len(gpu.idle_periods)} period(s), {_duration(gpu.idle_seconds)}\n"
+        f"  throttled    {_duration(gpu.throttled_seconds)}; unavailable "
+        f"{_duration(gpu.unavailable_seconds)}; energy {_energy(gpu)}"
+    )
+
+
+def render_report(report: HistoryReport, out: Any) -> None:
     out.print(f"[bold]History[/bold] {report.path}")
     if not report.gpus:
         out.print("no samples recorded yet")
@@ -33,34 +81,12 @@ def render_report(report: HistoryReport, out: Any) -> None:
         f"from {_when(report.from_unix)} to {_when(report.to_unix)}"
         + (f", a sample every {report.interval_seconds:.1f} s" if report.interval_seconds else "")
     )
-    table = Table(expand=False)
-    for column in (
-        "GPU",
-        "time",
-        "util mean",
-        "0-10%",
-        "10-50%",
-        "50-90%",
-        "90-100%",
-        "idle periods",
-        "throttled",
-        "unavailable",
-        "energy",
-    ):
-        table.add_column(column, no_wrap=True)
-    for gpu in report.gpus:
-        d = gpu.utilization_distribution
-        table.add_row(
-            f"{gpu.gpu} {(gpu.name or '').removeprefix('NVIDIA ')}",
-            _duration(gpu.seconds),
-            "?" if gpu.utilization_mean_percent is None else f"{gpu.utilization_mean_percent:.0f}%",
-            *(f"{d.get(k, 0.0):.0%}" for k in ("0-10%", "10-50%", "50-90%", "90-100%")),
-            f"{len(gpu.idle_periods)} ({_duration(gpu.idle_seconds)})",
-            _duration(gpu.throttled_seconds),
-            _duration(gpu.unavailable_seconds),
-            "?" if gpu.energy_kwh is None else f"{gpu.energy_kwh:.3f} kWh",
-        )
-    out.print(table)
+    if getattr(out, "width", 200) >= _TABLE_MIN_WIDTH:
+        out.print(_table(report))
+    else:
+        # A narrow terminal, a cron mail: one block per GPU instead of a table cut to pieces.
+        for gpu in report.gpus:
+            out.print(_block(gpu))
     for gpu in report.gpus:
         for period in gpu.idle_periods[:5]:
             out.print(

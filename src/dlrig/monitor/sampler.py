@@ -25,6 +25,7 @@ from dlrig.knowledge import xid as xid_table
 from dlrig.machine.gpu_source_base import GpuLost, GpuSource
 from dlrig.machine.host_metrics import HostMeter, HostSample
 from dlrig.machine.model import Gpu, XidEvent
+from dlrig.machine.readers.kernel_log import event_unix
 from dlrig.monitor.sample import GpuReading, Sample, XidCount
 
 log = logging.getLogger(__name__)
@@ -316,7 +317,11 @@ class Sampler:
                 pci_bus_id=event.pci_bus_id,
                 gpu_index=gpu_index,
                 count=(previous.count if previous else 0) + 1,
-                last_seen_unix=now,
+                # A recorded event keeps the time its log line gives; a live one is "now".
+                last_seen_unix=max(
+                    event_unix(event.timestamp, now) or now,
+                    previous.last_seen_unix if previous else 0.0,
+                ),
                 severity=info.severity if info else "unknown",
                 name=info.name if info else None,
             )

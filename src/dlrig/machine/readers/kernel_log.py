@@ -13,6 +13,36 @@ _JOURNAL_TS = re.compile(r"^(?P<ts>\w{3} \d{1,2} \d{2}:\d{2}:\d{2})")
 _MODULE = re.compile(r"NVRM: loading NVIDIA UNIX [\w-]+ Kernel Module\s+(?P<version>[\d.]+)")
 
 
+def event_unix(timestamp: str | None, now_unix: float | None = None) -> float | None:
+    """The wall-clock time of a kernel-log timestamp, where the line carries one.
+
+    `dmesg -T` ("Sun Feb 23 16:24:18 2025") and ISO stamps are absolute; a syslog stamp
+    ("Feb 23 16:24:18") has no year, so it is the latest such moment not in the future. A plain
+    dmesg stamp ("1843.308145", seconds since boot) says nothing about the wall clock: None.
+    Times are read as UTC (the log does not say its zone)."""
+    import datetime as dt
+    import time
+
+    if not timestamp:
+        return None
+    text = " ".join(timestamp.split())
+    now = dt.datetime.fromtimestamp(now_unix if now_unix is not None else time.time(), dt.UTC)
+    for pattern in ("%a %b %d %H:%M:%S %Y", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S"):
+        try:
+            parsed = dt.datetime.strptime(text.split(",")[0].split(".")[0], pattern)
+        except ValueError:
+            continue
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).timestamp()
+    try:
+        parsed = dt.datetime.strptime(f"{now.year} {text}", "%Y %b %d %H:%M:%S")
+    except ValueError:
+        return None
+    parsed = parsed.replace(tzinfo=dt.UTC)
+    if parsed > now:
+        parsed = parsed.replace(year=now.year - 1)
+    return parsed.timestamp()
+
+
 def xid_events(lines: list[str] | tuple[str, ...]) -> tuple[XidEvent, ...]:
     events = []
     for line in lines:
