@@ -89,6 +89,10 @@ def test_driver_too_old_offers_the_wheel_the_driver_runs_and_the_upgrade():
     machine = readers.load(CORPUS / "collect_env" / "driver470-torch210-cu121-warning.txt")
     result = next(r for r in doctor.run(machine).checks if r.id == "driver.torch_cuda")
     assert result.status is Status.FAIL
-    assert "Upgrade the NVIDIA driver to ≥ 530.30.02" in result.fix
+    # the need (CUDA 12.1's Table-3 minimum, an R530 release) and the branch to install, each
+    # with its own number: never "≥ 530.30.02 (R580 LTSB ...)"
+    assert "this needs ≥ 530.30.02" in result.fix
+    assert "install the R580 LTSB (≥ 580.95.05" in result.fix
+    assert "≥ 530.30.02 (R580" not in result.fix
     # keep the driver: CUDA 11.8 wheels of the same torch run on R470 by minor-version compat
     assert "torch==2.1.0" in result.fix and "whl/cu118" in result.fix

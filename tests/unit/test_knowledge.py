@@ -154,3 +154,91 @@ def test_how_pip_reaches_each_release():
     assert install_style("1.7").pip_option == "-f"
     assert install_style("1.12").pip_option == "--extra-index-url"
     assert install_style("2.14").pip_option == "--index-url"
+
+
+# --- driver branches, architectures and the driver package policy (issue 9/10 QA) ---------------
+
+
+def test_r470_and_r590_are_in_the_branch_table():
+    r470 = drivers.lookup("470.57.02")
+    assert r470 is not None and r470.designation == "LTSB"
+    assert f"{r470.end_of_life:%Y-%m}" == "2024-07"
+    r590 = drivers.lookup("590.48.01")
+    assert r590 is not None and r590.designation == "NFB" and r590.end_of_life is None
+    # Windows drivers number past their branch: 591.86 is R590, 572.83 R570, 551.86 R550
+    assert drivers.branch_of("591.86", windows=True) == "R590"
+    assert drivers.branch_of("572.83", windows=True) == "R570"
+
+
+def test_every_table3_driver_has_a_branch_verdict():
+    # Each Linux minimum in Table 3 lies on a branch the table knows, or on one older than
+    # every supported branch (NVIDIA: every branch it no longer lists is end of life).
+    import datetime as dt
+
+    oldest = drivers.supported(dt.date(2026, 12, 1))[0].major
+    for row in cuda.driver_minimums():
+        version = row.min_driver_linux
+        if version is None:
+            continue
+        assert drivers.lookup(str(version)) is not None or version.major < oldest, version
+
+
+def test_a_production_branch_is_chosen_before_a_new_feature_branch():
+    import datetime as dt
+
+    from dlrig.knowledge.driver_choice import branch_for
+
+    # CUDA 13.1 (590.44.01): R590 is a new feature branch, R595 the production one
+    assert branch_for(Version((590, 44, 1)), dt.date(2026, 12, 1)).branch == "R595"
+
+
+def test_architecture_ranges_agree_with_the_gpu_tables():
+    from dlrig.knowledge import architectures
+    from dlrig.knowledge.provision import driver_policies
+
+    # every model and family the catalogue and NVIDIA's capability table name
+    pairs = [(r["compute_capability"], r["architecture"]) for r in tables.rows("gpus")]
+    pairs += [
+        (r["compute_capability"], r["architecture"]) for r in tables.rows("gpu_compute_capability")
+    ]
+    for capability, name in pairs:
+        if not capability or name.startswith(("cdna", "gaudi")):
+            continue
+        found = architectures.architecture_of(capability)
+        assert found is not None and found.name == name, (capability, name)
+    # provision's policy is the source of the last branch wherever it has the architecture
+    own = {r["architecture"]: r["last_branch"] for r in tables.rows("gpu_architectures")}
+    for name, policy in driver_policies().items():
+        assert name in own, name
+        assert not own[name], f"{name}: last branch belongs to provision_driver_policy.csv"
+        assert architectures.architecture_of(
+            str(next(a for a in architectures.architectures() if a.name == name).capability_min)
+        ).last_branch == (int(policy.last_branch) if policy.last_branch else None)
+    assert architectures.architecture_of("1.2").last_branch == 340
+    assert architectures.architecture_of("2.1").last_branch == 390
+    assert architectures.architecture_of("3.7").last_branch == 470
+
+
+def test_doctor_and_provision_choose_the_same_driver_package():
+    # provision's host script and doctor's fixes: the same kernel-module flavour and the same
+    # NVIDIA repository packages, for every OS release and architecture provision handles.
+    from dlrig.knowledge import architectures
+    from dlrig.knowledge.driver_choice import driver_package
+    from dlrig.knowledge.provision import driver_policies, os_releases, repo_package
+    from dlrig.provision.model import Facts
+    from dlrig.provision.stack import driver_choice
+
+    for name, policy in driver_policies().items():
+        if policy.kernel_modules == "unsupported":
+            continue
+        arch = next(a for a in architectures.architectures() if a.name == name)
+        capability = str(arch.capability_min)
+        for release in os_releases().values():
+            chosen = driver_choice(
+                Facts(origin="test", architecture=name, compute_capability=capability, os=release)
+            )
+            package = driver_package(int(chosen.branch), (capability,), release.name)
+            assert package.kernel_modules == chosen.kernel_modules, (name, release.id)
+            component = "driver_open" if chosen.kernel_modules == "open" else "driver_proprietary"
+            meta = repo_package(release.id, component)
+            assert meta is not None and meta.package in package.command(), (name, release.id)

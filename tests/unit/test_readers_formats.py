@@ -149,8 +149,8 @@ def test_replays_refuse_a_collect_env_paste():
     assert source is not None
 
 
-def test_from_files_of_one_machine_are_merged(tmp_path):
-    # The H100 capture's table and -q output of the same state are the same machine.
+def _h100_capture_sections(tmp_path):
+    """The H100 capture's default table and -q output of the same state: one machine."""
     _, sections = nvsmi_capture.split_sections(
         (NVSMI / "h100-80gb-mig-4inst-capture-idle-load.txt").read_text()
     )
@@ -159,31 +159,40 @@ def test_from_files_of_one_machine_are_merged(tmp_path):
     for path, prefix in ((table, "nvidia-smi (default"), (query, "query (-q)")):
         section = next(s for s in sections if s.state == "load" and s.what.startswith(prefix))
         path.write_text(section.body)
-    machine = readers.load_many([table, query, NVSMI / "dmesg-xid119-gsp-rpc-timeout.log"])
+    return table, query
+
+
+def test_from_files_of_one_machine_are_merged(tmp_path):
+    table, query = _h100_capture_sections(tmp_path)
+    machine = readers.load_many([table, query])
     assert machine.origin.kind == "merged"
     (gpu,) = machine.gpus
     assert gpu.uuid is not None  # only the -q output has it
     assert {p.pid for p in gpu.processes} == {21180, 21181, 21198}  # listed by both
-    assert [e.code for e in machine.kernel_log.xid_events] == [119] * 5  # from the dmesg log
-    assert not [i for i in machine.probe_issues if i.source in {"gpus", "kernel_log"}]
+    assert not [i for i in machine.probe_issues if i.source == "gpus"]  # no disagreement
 
 
-def test_a_paste_merged_with_recordings_keeps_each_files_part():
+def test_a_kernel_log_of_another_machine_is_refused_naming_its_gpu(tmp_path):
+    # The dmesg log's Xid events are of a GPU at PCI 0000:9b:00 (a Dell XE9680); the H100
+    # capture's only GPU sits elsewhere.
+    table, query = _h100_capture_sections(tmp_path)
+    with pytest.raises(InputError, match=r"not the same machine.*9b:00"):
+        readers.load_many([table, query, NVSMI / "dmesg-xid119-gsp-rpc-timeout.log"])
+
+
+def test_files_of_different_machines_are_refused_naming_the_disagreement():
+    # QA's case: an H100 paste (driver 535.104.12) with a Tesla T4's XML (driver 515.105.01)
+    # used to become one machine, the H100 and its driver gone without a word.
     paste = CORPUS / "collect_env" / "sm90-h100-torch201-cu117-warning.txt"
-    machine = readers.load_many(
-        [
-            paste,
-            NVSMI / "table-580.173.02-h200-idle.txt",
-            NVSMI / "dmesg-xid119-gsp-rpc-timeout.log",
-        ]
-    )
-    assert machine.frameworks.torch.version == "2.0.1+cu117"  # from the paste
-    assert machine.driver.version == "580.173.02"  # the table outranks the paste
-    assert machine.gpus[0].memory_total_bytes == 143771 * MIB  # readings from the table
-    # an H100 PCIe in the paste, an H200 in the table: not merged into one GPU, and said so
-    assert any("disagree on GPU 0" in i.reason for i in machine.probe_issues)
-    assert machine.gpus[0].compute_capability is None
-    assert len(machine.kernel_log.xid_events) == 5
+    with pytest.raises(InputError) as caught:
+        readers.load_many([paste, NVSMI / "tesla-t4-2procs-q-x.xml"])
+    line = caught.value.one_line()
+    assert "not the same machine" in line
+    assert "driver 535.104.12 vs 515.105.01" in line
+    assert "NVIDIA H100 PCIe vs Tesla T4" in line
+    # an H100 PCIe paste and an H200 table: the GPU model and the driver disagree
+    with pytest.raises(InputError, match="H100 PCIe vs NVIDIA H200"):
+        readers.load_many([paste, NVSMI / "table-580.173.02-h200-idle.txt"])
 
 
 def test_one_unreadable_file_among_several_is_an_input_error(tmp_path):
@@ -198,3 +207,52 @@ def test_table_header_alone_is_unreadable_not_empty():
     assert nvsmi_table.looks_like(text)
     with pytest.raises(InputError, match="unreadable nvidia-smi table"):
         readers.load_text(text, "cut.txt")
+
+
+# --- where --from reads from: gzip, pipes, /proc, stdin -----------------------------------------
+
+
+def test_a_gzip_file_reads_like_the_plain_one(tmp_path):
+    import gzip
+
+    plain = NVSMI / "tesla-t4-2procs-q-x.xml"
+    packed = tmp_path / "t4.xml.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert readers.load(packed).gpus == readers.load(plain).gpus
+
+
+def test_a_damaged_gzip_file_is_one_clear_error(tmp_path):
+    import gzip
+
+    damaged = tmp_path / "t4.xml.gz"
+    damaged.write_bytes(gzip.compress((NVSMI / "tesla-t4-2procs-q-x.xml").read_bytes())[:200])
+    with pytest.raises(InputError, match="damaged gzip"):
+        readers.load(damaged)
+
+
+def test_a_pipe_is_read_although_its_size_is_zero(tmp_path):
+    # `dlrig doctor --from <(nvidia-smi -q -x)`: process substitution hands over a FIFO.
+    import os
+    import threading
+
+    fifo = tmp_path / "nvidia-smi.fifo"
+    os.mkfifo(fifo)
+    data = (NVSMI / "tesla-t4-2procs-q-x.xml").read_bytes()
+
+    def write() -> None:
+        with open(fifo, "wb") as stream:
+            stream.write(data)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    machine = readers.load(fifo)
+    writer.join(timeout=10)
+    assert [g.name for g in machine.gpus] == ["Tesla T4"]
+
+
+def test_a_proc_file_is_judged_by_its_content_not_its_size():
+    # /proc files report size 0; the old reader called them empty.
+    with pytest.raises(InputError) as caught:
+        readers.load("/proc/self/status")
+    assert "not a format dlrig reads" in caught.value.one_line()
+    assert "empty" not in caught.value.one_line()

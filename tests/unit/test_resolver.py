@@ -135,6 +135,17 @@ class Oracle:
             return full, None
         return full, max(floor, self.gpu_floor(capability))
 
+    @functools.cache  # noqa: B019 - one oracle for the whole module
+    def last_branch(self, capability: str) -> int | None:
+        """The newest driver branch for this GPU's architecture (provision's table first)."""
+        policy = {r["architecture"]: r["last_branch"] for r in rows("provision_driver_policy")}
+        for row in rows("gpu_architectures"):
+            low, high = _v(row["compute_capability_min"]), _v(row["compute_capability_max"])
+            if low <= _v(capability)[:2] <= high:
+                text = policy.get(row["architecture"]) or row["last_branch"]
+                return int(text) if text else None
+        return None
+
     def works_on(self, minor: str, variant: str, capability: str, driver: str) -> bool:
         full, compat = self.needs(minor, variant, capability)
         have = _v(driver)
@@ -191,7 +202,18 @@ def _check_answer(request: Request, capability: str) -> None:
         else:
             # "Upgrade the driver" only when nothing in the tables runs on this driver.
             assert not working, (request, install, working[:3])
-            assert _v(answer.driver_upgrade.min_version) >= full
+            # Up to the GPU's last branch: full support there, else minor-version compat.
+            cap = ORACLE.last_branch(capability)
+            floor = full if cap is None or full[0] <= cap else compat
+            assert floor is not None, (request, install)
+            assert _v(answer.driver_upgrade.min_version) >= floor
+            if cap is not None:
+                assert int(answer.driver_upgrade.branch.lstrip("R")) <= cap, (request, install)
+    # A driver upgrade names one release of the branch it names (QA finding 2).
+    for upgrade in [answer.driver_upgrade, *(o.driver_upgrade for o in answer.alternatives)]:
+        if upgrade is not None and upgrade.install_version and upgrade.branch:
+            assert _v(upgrade.install_version)[0] == int(upgrade.branch.lstrip("R")), upgrade
+            assert _v(upgrade.install_version) >= _v(upgrade.min_version), upgrade
     problems = check_command(answer.fix_text(), (capability,), driver)
     assert problems == [], (request, answer.fix_text(), problems)
 
@@ -400,3 +422,82 @@ def test_windows_cuda13_wheels_need_a_cuda13_driver_although_the_table_has_no_wi
     )
     assert cu130.driver_upgrade is not None
     assert any("Linux one used" in reason for reason in cu130.reasons)
+
+
+# --- the GPU's last driver branch bounds every upgrade (QA findings 3/43) ----------------------
+
+
+def test_a_kepler_gpu_is_upgraded_to_r470_at_most():
+    answer = resolve(
+        Request(
+            compute_capabilities=("3.7",), driver_version="418.39", keep_driver=False, today=TODAY
+        )
+    )
+    upgrade = answer.driver_upgrade
+    assert upgrade is not None and upgrade.branch == "R470"
+    assert "the last branch for Kepler GPUs" in upgrade.text()
+    assert "580" not in answer.fix_text()
+
+
+def test_a_wheel_past_the_gpus_last_branch_is_a_limit_not_an_upgrade():
+    # torch 1.11 cu115 needs 495.29.05 in full; a K80 ends at R470, and without minor-version
+    # compatibility nothing reaches it
+    answer = resolve(
+        Request(
+            compute_capabilities=("3.7",),
+            driver_version="460.32.03",
+            torch_version="1.11.0",
+            torch_exact=True,
+            cuda_variant="cu115",
+            allow_minor_compat=False,
+            today=TODAY,
+        )
+    )
+    assert answer.install is None and answer.driver_upgrade is None
+    assert answer.driver_limit is not None and answer.driver_limit.last_branch == "R470"
+    assert "no newer driver supports this GPU" in answer.fix_text()
+    # with minor-version compatibility R470 runs it: upgrade to R470, said so
+    compat = resolve(
+        Request(
+            compute_capabilities=("3.7",),
+            driver_version="418.39",
+            torch_version="1.11.0",
+            torch_exact=True,
+            cuda_variant="cu115",
+            today=TODAY,
+        )
+    )
+    assert compat.driver_upgrade is not None and compat.driver_upgrade.branch == "R470"
+    assert "minor-version compatibility" in compat.driver_upgrade.text()
+
+
+def test_the_driver_package_follows_the_architecture():
+    pascal = resolve(
+        Request(
+            compute_capabilities=("6.1",), driver_version="440.64", keep_driver=False, today=TODAY
+        )
+    )
+    assert pascal.driver_upgrade.kernel_modules == "proprietary"
+    assert "cuda-drivers" in pascal.driver_upgrade.command
+    hopper = resolve(
+        Request(
+            compute_capabilities=("9.0",),
+            driver_version="535.104.05",
+            keep_driver=False,
+            os_name="Ubuntu 22.04.4 LTS",
+            today=TODAY,
+        )
+    )
+    assert hopper.driver_upgrade.kernel_modules == "open"
+    assert hopper.driver_upgrade.command.startswith(
+        "sudo apt install nvidia-driver-pinning-580 nvidia-open"
+    )
+
+
+def test_with_no_driver_known_the_fix_says_which_driver_each_wheel_needs():
+    answer = resolve(Request(compute_capabilities=("12.0",), today=TODAY))
+    first, *rest = answer.fix_text().splitlines()
+    assert "whl/cu130" in first and "needs NVIDIA driver ≥ 580.65.06" in first
+    (older,) = [line for line in rest if "cu128" in line]
+    assert older.startswith("or, on a driver older than R580 (from 570.26):")
+    assert answer.alternatives[-1].condition is not None

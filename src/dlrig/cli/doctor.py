@@ -9,9 +9,13 @@ from pathlib import Path
 
 import click
 
-from dlrig.cli.common import console, json_option, print_json
+from dlrig.cli.common import FiniteFloat, console, json_option, print_json
 from dlrig.errors import InputError
 from dlrig.machine.model import Machine
+
+# A probe that has not answered in an hour never will; the bound also keeps deadlines
+# representable (a timeout of 1e308 s overflows the clock).
+_MAX_TIMEOUT_S = 3600.0
 
 
 @click.command("doctor")
@@ -24,7 +28,8 @@ from dlrig.machine.model import Machine
     help="Check recorded evidence instead of this machine: a saved snapshot, "
     "`nvidia-smi -q -x` XML, `nvidia-smi -q` text, --query-gpu CSV, the plain `nvidia-smi` "
     "table, a capture, `python -m torch.utils.collect_env` output, or a kernel log (dmesg, "
-    "journalctl -k). Repeatable: the files of one machine are merged.",
+    "journalctl -k); gzip is fine, `-` reads stdin. Repeatable: the files of one machine are "
+    "merged; files of different machines are refused.",
 )
 @click.option(
     "--save",
@@ -52,7 +57,7 @@ from dlrig.machine.model import Machine
 )
 @click.option(
     "--ram-ratio",
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloat(min=0.1, max=100),
     default=1.5,
     show_default=True,
     help="Wanted host RAM as a multiple of total GPU memory.",
@@ -67,10 +72,10 @@ from dlrig.machine.model import Machine
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(min=0.5),
+    type=FiniteFloat(min=0.5, max=_MAX_TIMEOUT_S),
     default=10.0,
     show_default=True,
-    help="Seconds each probe may take.",
+    help=f"Seconds each probe may take (0.5 to {_MAX_TIMEOUT_S:.0f}).",
 )
 @click.option("--no-kernel-log", is_flag=True, help="Do not read dmesg for Xid errors.")
 @click.option(
@@ -172,10 +177,15 @@ def _machine(
     from dlrig.machine.runner import ProbeContext
 
     for data_path in data_paths:
-        if not Path(data_path).is_dir():
+        if not Path(data_path).exists():
             raise InputError(
                 f"--data-path {data_path}: no such directory",
                 fix="give a directory that holds training data",
+            )
+        if not Path(data_path).is_dir():
+            raise InputError(
+                f"--data-path {data_path}: not a directory",
+                fix="give the directory that holds the training data, not a file in it",
             )
     if from_path:
         return readers.load_many(from_path)

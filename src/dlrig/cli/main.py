@@ -78,8 +78,15 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         sys.stderr.write("dlrig: interrupted\n")
         sys.exit(130)
+    except click.UsageError as exc:
+        # Usage errors in dlrig's one-line form (click prints three: Usage / Try / Error).
+        path = exc.ctx.command_path if exc.ctx is not None else "dlrig"
+        if path == "dlrig" and raw and raw[0] in COMMANDS:
+            path = f"dlrig {raw[0]}"  # raised before click made the command's context
+        message = " ".join(exc.format_message().split())
+        sys.stderr.write(f"{path}: error: {message} — fix: see {path} --help\n")
+        sys.exit(2)
     except click.ClickException as exc:
-        # Usage errors: click's own one-line message, exit 2.
         exc.show()
         sys.exit(2)
     except DlrigError as exc:

@@ -8,6 +8,8 @@ that is installed) into a resolver request and the answer into fix text.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dlrig.knowledge.resolver import Request, Resolution, resolve
 from dlrig.knowledge.versions import local_variant
 from dlrig.machine.model import Machine
@@ -28,6 +30,16 @@ def _capabilities(machine: Machine | None, capability: str | None = None) -> tup
         if value and value not in found:
             found.append(value)
     return tuple(found)
+
+
+def _context(machine: Machine | None) -> dict[str, Any]:
+    """The OS and GPU names a driver fix's package depends on (Ubuntu's, NVIDIA's repository's)."""
+    if machine is None:
+        return {}
+    return {
+        "os_name": machine.os.name if machine.os and machine.os.name else None,
+        "gpu_names": tuple(dict.fromkeys(g.name for g in machine.gpus or ())),
+    }
 
 
 def _driver(machine: Machine | None) -> str | None:
@@ -63,6 +75,7 @@ def request(
         torch_version=torch_version or installed,
         torch_exact=torch_exact,
         cuda_variant=cuda_variant,
+        **_context(machine),
     )
 
 
@@ -84,6 +97,7 @@ def for_driver(machine: Machine | None, driver_cuda: str | None) -> dict[str, st
                 torch_version=installed,
                 torch_exact=True,
                 cuda_variant=variant,
+                **_context(machine),
             )
         )
         if needed.driver_upgrade is not None:
@@ -98,6 +112,7 @@ def for_driver(machine: Machine | None, driver_cuda: str | None) -> dict[str, st
                 driver_version=driver,
                 driver_cuda=None if driver else driver_cuda,
                 torch_version=installed,
+                **_context(machine),
             )
         )
         if runs.install is not None and runs.driver_upgrade is None:
@@ -123,6 +138,7 @@ def _upgrade_text(machine: Machine | None, driver: str | None, driver_cuda: str 
             driver_version=driver,
             driver_cuda=None if driver else driver_cuda,
             keep_driver=False,
+            **_context(machine),
         )
     )
     level = f"supports CUDA {driver_cuda} only" if driver_cuda else "is older than the CUDA runtime"
@@ -142,6 +158,7 @@ def for_arch(machine: Machine | None, capability: str) -> str:
             compute_capabilities=(capability,),
             driver_version=_driver(machine),
             torch_version=installed,
+            **_context(machine),
         )
     )
     if found.install is None:

@@ -67,7 +67,8 @@ def driver_loaded(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
             )
     if gpus:
         version = d.version if d and d.version else "unknown version"
-        cuda = f", supports CUDA ≤ {d.cuda_version}" if d and d.cuda_version else ""
+        cuda_text = facts.driver_cuda_text(m)
+        cuda = f", supports {cuda_text}" if cuda_text else ""
         return c.ok(f"{len(gpus)} NVIDIA GPU(s), driver {version}{cuda}")
     if facts.nvidia_gpu_count(m) == 0:
         return c.info(
@@ -160,12 +161,11 @@ def _table_verdict(
     if build is None:
         return c.skip(f"cannot read {framework}'s CUDA version {build_cuda!r}")
     evidence = [f"{framework} is built for CUDA {build_cuda}"]
+    cuda_text = facts.driver_cuda_text(m)
     if d.version:
-        evidence.append(
-            f"driver {d.version}" + (f" supports CUDA ≤ {d.cuda_version}" if d.cuda_version else "")
-        )
-    elif d.cuda_version:
-        evidence.append(f"driver supports CUDA ≤ {d.cuda_version}")
+        evidence.append(f"driver {d.version}" + (f" supports {cuda_text}" if cuda_text else ""))
+    elif cuda_text:
+        evidence.append(f"driver supports {cuda_text}")
     evidence.append("check: nvidia-smi   (top right: 'CUDA Version')")
     version = Version.parse(d.version) if d.version else None
     needs = (
@@ -273,19 +273,22 @@ def tensorflow_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
 @check("driver.branch_eol", "driver", "driver branch is still supported")
 def branch_eol(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """NVIDIA supports each datacenter driver branch for a fixed time (long-term branches about
-    three years, production branches one year). Past end of life there are no more security or
-    bug fixes. Branches come from NVIDIA's 'supported drivers and CUDA toolkit versions' page."""
+    three years, production branches one year); new feature branches get no support period.
+    Past end of life there are no more security or bug fixes. Branches come from NVIDIA's
+    'supported drivers and CUDA toolkit versions' page, which also says that every earlier
+    branch it no longer lists is end of life. The fix never names a branch the GPUs cannot take
+    (Kepler ends at R470, Maxwell to Volta at R580)."""
     d = m.driver
     if d is None or not d.version:
         return c.skip("driver version not in this snapshot")
-    branch = driver_knowledge.lookup(d.version)
-    name = driver_knowledge.branch_of(d.version)
+    windows = facts.driver_on_windows(m)
+    branch = driver_knowledge.lookup(d.version, windows)
+    name = driver_knowledge.branch_of(d.version, windows) or d.version
+    major = branch.major if branch else int(name.lstrip("R") or 0)
     if branch is None:
-        return c.info(
-            f"driver {d.version}: branch {name} is not in NVIDIA's datacenter branch table",
-            "GeForce/new-feature branches are not tracked there; check NVIDIA's driver page",
-        )
-    fix = installs.driver_install_text(m, None, o.today)
+        return _unlisted_branch(c, m, o, name, major)
+    fix = installs.newer_branch_text(m, major, o.today)
+    kind = driver_knowledge.DESIGNATION_NAMES.get(branch.designation or "", "branch")
     if branch.eol_without_date:
         return c.warn(
             f"driver branch {name} is past end of life",
@@ -295,8 +298,16 @@ def branch_eol(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
         )
     if branch.end_of_life is not None and branch.end_of_life <= o.today:
         return c.warn(
-            f"driver branch {name} reached end of life in {branch.end_of_life:%Y-%m}",
-            f"driver {d.version} ({branch.designation or 'branch'})",
+            f"driver branch {name} ({branch.designation or 'branch'}) reached end of life in "
+            f"{branch.end_of_life:%Y-%m}",
+            f"driver {d.version}: {kind}, end of life {branch.end_of_life:%Y-%m}",
+            fix=fix,
+        )
+    if branch.designation == "NFB" and branch.end_of_life is None:
+        return c.warn(
+            f"driver branch {name} is a new feature branch: NVIDIA gives it no support period",
+            f"driver {d.version}: new feature branches are for evaluating features; bug and "
+            "security fixes go to production and long-term branches",
             fix=fix,
         )
     if branch.end_of_life is not None:
@@ -304,6 +315,30 @@ def branch_eol(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
             f"driver branch {name} ({branch.designation}) supported until {branch.end_of_life:%Y-%m}"
         )
     return c.info(f"driver branch {name}: end of life not published")
+
+
+def _unlisted_branch(c: Check, m: Machine, o: DoctorOptions, name: str, major: int) -> CheckResult:
+    """A branch the table lacks: end of life when older than every supported one (NVIDIA's
+    own rule), otherwise too new or not a datacenter branch."""
+    d = m.driver
+    assert d is not None and d.version
+    supported = driver_knowledge.supported(o.today)
+    if supported and major < supported[0].major:
+        oldest = supported[0]
+        return c.warn(
+            f"driver {d.version} is past end of life: older than every branch NVIDIA still "
+            f"supports (the oldest is {oldest.branch}, until {oldest.end_of_life:%Y-%m})",
+            f"driver {d.version} (branch {name})",
+            driver_knowledge.UNLISTED_ARE_EOL_SOURCE,
+            fix=installs.newer_branch_text(m, major, o.today),
+        )
+    known = max((b.major for b in driver_knowledge.branches().values()), default=0)
+    if major > known:
+        return c.info(f"driver {d.version}: branch {name} is newer than dlrig's branch table")
+    return c.info(
+        f"driver {d.version}: branch {name} is not in NVIDIA's datacenter branch table",
+        "GeForce/new-feature branches are not tracked there; check NVIDIA's driver page",
+    )
 
 
 @check("driver.persistence_mode", "driver", "persistence mode is on")

@@ -77,6 +77,30 @@ def driver_on_windows(machine: Machine) -> bool:
     return "microsoft" in (os_info.kernel_release or "").lower()
 
 
+def driver_cuda(machine: Machine) -> tuple[str | None, bool]:
+    """The newest CUDA the driver runs, and whether it was derived from the driver's version
+    (NVIDIA's Table 3) rather than reported (nvidia-smi's "CUDA Version")."""
+    from dlrig.knowledge import cuda as cuda_knowledge
+
+    d = machine.driver
+    if d is None:
+        return None, False
+    if d.cuda_version:
+        return d.cuda_version, False
+    if d.version:
+        derived = cuda_knowledge.max_cuda_for_driver(d.version, windows=driver_on_windows(machine))
+        return derived, derived is not None
+    return None, False
+
+
+def driver_cuda_text(machine: Machine) -> str:
+    """ "CUDA ≤ 12.2" (reported) / "CUDA ≤ 12.2 per NVIDIA's table" (derived) / ""."""
+    cuda, derived = driver_cuda(machine)
+    if cuda is None:
+        return ""
+    return f"CUDA ≤ {cuda}" + (" per NVIDIA's table" if derived else "")
+
+
 def is_macos(machine: Machine) -> bool:
     name = (machine.os.name or "").lower() if machine.os else ""
     return "mac" in name or "darwin" in name

@@ -77,6 +77,13 @@ def cpu_only_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
             'check: python -c "import torch; print(torch.__version__, torch.version.cuda)"',
             fix=installs.reinstall_fix(answer),
         )
+    if cpu_only and has_gpu is False and reasons:
+        # A CUDA toolkit or CUDA packages without a GPU: the verdict stands, the reason differs.
+        return c.ok(
+            f"torch {info.version} is CPU-only, which fits this machine: it has no NVIDIA GPU "
+            f"(though {'; '.join(reasons)})",
+            "no NVIDIA GPU found (NVML / nvidia-smi / the PCI bus)",
+        )
     if cpu_only and (has_gpu is False or not reasons):
         return c.ok(
             f"torch {info.version} is CPU-only, which fits this machine (no NVIDIA GPU or CUDA "

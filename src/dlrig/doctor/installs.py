@@ -7,10 +7,20 @@ wheel, an index and a driver that exist together. No check builds a pip line its
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 from dlrig.doctor import facts
-from dlrig.knowledge.driver_choice import driver_upgrade_for, recommended_branch_driver
+from dlrig.knowledge import architectures as arch_knowledge
+from dlrig.knowledge import drivers as driver_knowledge
+from dlrig.knowledge.driver_choice import (
+    DriverLimit,
+    branch_floor,
+    branch_for,
+    driver_limit_for,
+    driver_upgrade_for,
+    recommended_branch_driver,
+)
 from dlrig.knowledge.resolver import Request, Resolution, resolve
 from dlrig.knowledge.versions import Version, local_variant, release
 from dlrig.machine.model import Machine
@@ -66,6 +76,8 @@ def request_for(
         today=today,
         need_cuda=need_cuda,
         windows_driver=facts.driver_on_windows(m) and not platform_of(m).startswith("windows"),
+        os_name=m.os.name if m.os and m.os.name else None,
+        gpu_names=tuple(dict.fromkeys(g.name for g in m.gpus or ())),
     )
 
 
@@ -96,10 +108,14 @@ def gpu_build_fix(m: Machine, today: dt.date | None = None) -> str:
 
 
 def driver_install_text(m: Machine, minimum: Version | None, today: dt.date) -> str:
-    """How to install a driver of at least `minimum` (None: the current long-term branch)."""
+    """How to install a driver of at least `minimum` (None: the current long-term branch, or
+    the GPUs' last branch when their support ended before it), never past what the GPUs take."""
     windows = facts.driver_on_windows(m)
     wsl = windows and not platform_of(m).startswith("windows")
-    target = minimum or recommended_branch_driver(today, windows)
+    request = request_for(m, today=today)
+    limit = arch_knowledge.driver_limit(capabilities_of(m))
+    cap = limit.last_branch if limit else None
+    target = minimum or recommended_branch_driver(today, windows, cap)
     if target is None:
         # NVIDIA's table gives no Windows minimum for the newest branch: no number to name.
         where = " on the Windows host (WSL2 runs on its driver)" if wsl else ""
@@ -107,5 +123,54 @@ def driver_install_text(m: Machine, minimum: Version | None, today: dt.date) -> 
             f"Install the current NVIDIA driver for your GPU{where} from "
             "https://www.nvidia.com/Download/index.aspx, then reboot"
         )
-    upgrade = driver_upgrade_for(target, Request(today=today, windows_driver=wsl), windows)
+    beyond = driver_limit_for(target, request, windows)
+    if beyond is not None:
+        return beyond.text() + "; " + keep_driver_text(m, today)
+    upgrade = driver_upgrade_for(target, request, windows)
     return upgrade.text() if upgrade else "install the NVIDIA driver for your GPU"
+
+
+def keep_driver_text(m: Machine, today: dt.date | None = None) -> str:
+    """For a GPU no newer driver supports: the build its driver runs (the resolver's), or the
+    CPU build when no wheel has kernels for it; or a newer GPU."""
+    answer = resolve(request_for(m, today=today))
+    if answer.ok and answer.install is not None:
+        use = f"keep the driver and use torch {answer.install.torch_minor} ({answer.install.cuda_variant}): "
+        return use + answer.install.pip_command(force_reinstall=True) + "; or replace the GPU"
+    cpu = resolve(
+        dataclasses.replace(
+            request_for(m, today=today, variant="cpu"),
+            compute_capabilities=(),
+            driver_version=None,
+            driver_cuda=None,
+        )
+    )
+    command = cpu.install.pip_command(force_reinstall=True) if cpu.install else "the CPU build"
+    return (
+        "no PyTorch wheel runs on this GPU with its driver: replace the GPU, or keep the driver "
+        f"and run on the CPU: {command}"
+    )
+
+
+def newer_branch_text(m: Machine, current_major: int, today: dt.date) -> str:
+    """How to leave an unsupported branch: the supported branch at or above it that the GPUs
+    take, or, when their last branch is this one, what to do without a newer driver."""
+    windows = facts.driver_on_windows(m)
+    limit = arch_knowledge.driver_limit(capabilities_of(m))
+    cap = limit.last_branch if limit else None
+    branch = branch_for(Version((current_major,)), today, cap)
+    if limit is not None and cap is not None and (branch is None or branch.major <= current_major):
+        last = driver_knowledge.branches().get(f"R{cap}")
+        ended = f", end of life {last.end_of_life:%Y-%m}" if last and last.end_of_life else ""
+        names = tuple(dict.fromkeys(g.name for g in m.gpus or ()))
+        text = DriverLimit(None, limit.label, f"R{cap}{ended}", names).text()
+        return text + ": " + keep_driver_text(m, today)
+    if branch is None:
+        return driver_install_text(m, None, today)
+    return driver_install_text(m, branch_floor(branch, windows), today)
+
+
+def beyond_last_branch(m: Machine, minimum: Version | None) -> bool:
+    """The GPUs cannot take a driver of at least `minimum` (their architecture's support ended)."""
+    windows = facts.driver_on_windows(m)
+    return driver_limit_for(minimum, request_for(m), windows) is not None

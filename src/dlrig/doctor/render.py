@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dlrig.doctor import DoctorReport
-from dlrig.doctor.facts import torch_cuda
+from dlrig.doctor.facts import driver_cuda_text, torch_cuda
 from dlrig.doctor.registry import AREAS
 from dlrig.machine.model import Machine
 from dlrig.report import CheckResult, Status
@@ -51,9 +52,8 @@ def machine_facts(m: Machine) -> list[tuple[str, str]]:
     if m.memory and m.memory.total_bytes:
         rows.append(("RAM", human_bytes(m.memory.total_bytes)))
     if m.driver and (m.driver.version or m.driver.cuda_version):
-        rows.append(
-            ("driver", f"{m.driver.version or '?'} (CUDA ≤ {m.driver.cuda_version or '?'})")
-        )
+        cuda = driver_cuda_text(m)
+        rows.append(("driver", f"{m.driver.version or '?'}" + (f" ({cuda})" if cuda else "")))
     if m.gpus is not None:
         if m.gpus:
             names: dict[str, int] = {}
@@ -149,6 +149,38 @@ def _render_result(result: CheckResult, console: Any, verbose: bool) -> None:
             console.print(Text(f"                {extra}", style="bold"))
 
 
+# A fix line's command starts with one of these words (at the line's start, or after the
+# prose that introduces it: "then: pip install ...", "...: sudo apt install ...").
+_COMMAND = re.compile(
+    r"(?:^|(?<=:\s)|(?<=^then\s))(?=(?:sudo|pip3?|python3?|conda|export|unset|nvidia-smi|"
+    r"systemctl|apt(?:-get)?|dnf|modprobe|ulimit|mount|dlrig|docker|echo|rm|ln)\b)"
+)
+
+
+def split_fix_line(line: str) -> tuple[str, str | None]:
+    """(prose, command or None): the part of a fix line a shell can run, apart from the words
+    around it, so a pasted code block holds commands only."""
+    stripped = line.strip()
+    match = _COMMAND.search(stripped)
+    if match is None:
+        return stripped, None
+    prose = stripped[: match.start()].strip()
+    return prose, stripped[match.start() :].strip()
+
+
+def _markdown_fix(fix: str) -> list[str]:
+    """Prose as list items, each command in its own fenced block under the prose it follows."""
+    lines: list[str] = []
+    for raw in fix.splitlines():
+        prose, command = split_fix_line(raw)
+        if prose:
+            lines.append(f"    - {prose}")
+        if command:
+            pad = " " * (6 if prose else 4)  # inside the prose's list item, or the fix's
+            lines.extend([f"{pad}```sh", f"{pad}{command}", f"{pad}```"])
+    return lines
+
+
 def render_markdown(report: DoctorReport) -> str:
     """A Markdown block to paste into a bug report."""
     lines = ["### dlrig doctor", "", "| | |", "|---|---|"]
@@ -168,9 +200,7 @@ def render_markdown(report: DoctorReport) -> str:
             lines.append(f"  - {evidence}")
         if result.fix:
             lines.append("  - fix:")
-            lines.append("    ```")
-            lines.extend(f"    {line}" for line in result.fix.splitlines())
-            lines.append("    ```")
+            lines.extend(_markdown_fix(result.fix))
     others = [r for r in report.checks if r.status in (Status.INFO, Status.OK)]
     if others:
         lines.append("")

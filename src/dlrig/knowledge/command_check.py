@@ -112,7 +112,8 @@ def _check_one(
     if style is not None and style.pip_option not in words:
         problems.append(f"{label!r}: torch {minor} wheels are reached with {style.pip_option}")
     if variant == "cpu":
-        if capabilities:
+        # A CPU wheel for GPUs is wrong unless no published wheel has kernels for them.
+        if any(_some_wheel_runs(c) for c in capabilities):
             problems.append(f"{label!r}: a CPU-only wheel cannot use the GPUs")
         return problems
     entry = torch_knowledge.arch_list(minor, variant, platform) or torch_knowledge.arch_list(
@@ -134,6 +135,10 @@ def _check_one(
                 f"{label!r}: {variant} (CUDA {cuda}) needs driver ≥ {floor}; the driver is {driver}"
             )
     return problems
+
+
+def _some_wheel_runs(capability: str) -> bool:
+    return any(entry.supports(capability) for entry in torch_knowledge.arch_lists())
 
 
 def _check_companions(

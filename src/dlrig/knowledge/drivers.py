@@ -9,6 +9,19 @@ from dataclasses import dataclass
 from dlrig.knowledge.tables import rows
 from dlrig.knowledge.versions import Version
 
+# NVIDIA designations, most supported first: long-term, production, new feature branch.
+DESIGNATION_RANK = {"LTSB": 0, "PB": 1, "NFB": 2}
+DESIGNATION_NAMES = {
+    "LTSB": "long-term support branch",
+    "PB": "production branch",
+    "NFB": "new feature branch",
+}
+# NVIDIA's note under its support matrix: every branch it no longer lists is end of life.
+UNLISTED_ARE_EOL_SOURCE = (
+    "https://docs.nvidia.com/datacenter/tesla/drivers/supported-drivers-and-cuda-toolkit-versions"
+    ".html: 'All other previous driver branches not listed in the table above ... are end of life'"
+)
+
 
 @dataclass(frozen=True)
 class DriverBranch:
@@ -19,6 +32,19 @@ class DriverBranch:
     max_cuda: str
     source: str
     first_release: dt.date | None = None  # first day of the month of its first release
+
+    @property
+    def major(self) -> int:
+        return int(self.branch.lstrip("R"))
+
+    def supported_on(self, today: dt.date) -> bool:
+        """A production or long-term branch before its end of life."""
+        return (
+            self.designation in ("LTSB", "PB")
+            and not self.eol_without_date
+            and self.end_of_life is not None
+            and self.end_of_life > today
+        )
 
 
 def _month(text: str) -> dt.date | None:
@@ -46,11 +72,25 @@ def branches() -> dict[str, DriverBranch]:
     return result
 
 
-def branch_of(driver_version: str) -> str | None:
+def branch_of(driver_version: str, windows: bool = False) -> str | None:
+    """ "535.104.05" -> "R535". Windows drivers of a branch number up to 9 past it (R570 ships
+    572.83, R550 551.86): the nearest known branch at or below is theirs."""
     version = Version.parse(driver_version)
-    return f"R{version.major}" if version else None
+    if version is None:
+        return None
+    if windows:
+        known = sorted((b.major for b in branches().values()), reverse=True)
+        for major in known:
+            if major <= version.major < major + 10:
+                return f"R{major}"
+    return f"R{version.major}"
 
 
-def lookup(driver_version: str) -> DriverBranch | None:
-    branch = branch_of(driver_version)
+def lookup(driver_version: str, windows: bool = False) -> DriverBranch | None:
+    branch = branch_of(driver_version, windows)
     return branches().get(branch) if branch else None
+
+
+def supported(today: dt.date) -> list[DriverBranch]:
+    """The production and long-term branches NVIDIA supports today, oldest first."""
+    return sorted((b for b in branches().values() if b.supported_on(today)), key=lambda b: b.major)

@@ -17,19 +17,33 @@ so a fix printed anywhere names a wheel, an index and a driver that exist togeth
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from dlrig.knowledge import architectures as arch_knowledge
 from dlrig.knowledge import pytorch as torch_knowledge
 from dlrig.knowledge.driver_choice import (
+    DriverLimit,
     DriverUpgrade,
-    driver_upgrade_for,
-    recommended_branch_driver,
+    driver_limit_for,
 )
 from dlrig.knowledge.install_commands import Install, install_for, normalise_platform
+from dlrig.knowledge.resolver_choice import (
+    Option,
+    alternatives_for,
+    explain,
+    fit_recommended_driver,
+    in_full,
+    is_reachable,
+    rank,
+    upgrade_to,
+    why_not_wanted,
+    why_nothing_runs,
+)
 from dlrig.knowledge.versions import Version, minor_of, release
-from dlrig.knowledge.wheel_fit import Candidate, candidates, capabilities_of, gpu_floor
+from dlrig.knowledge.wheel_fit import candidates, capabilities_of, gpu_floor
 
 __all__ = [
+    "DriverLimit",
     "DriverUpgrade",
     "Install",
     "Option",
@@ -65,14 +79,10 @@ class Request:
     # The GPU runs on a Windows driver although the wheels are Linux ones (WSL2): Windows driver
     # minimums and downloads, `platform`'s wheels.
     windows_driver: bool = False
-
-
-@dataclass(frozen=True)
-class Option:
-    """An install, and the driver upgrade it needs first (None: the driver already runs it)."""
-
-    install: Install
-    driver_upgrade: DriverUpgrade | None = None
+    # For the driver package a fix names: the OS ("Ubuntu 22.04.3 LTS"; None = unknown) and the
+    # GPU names as the driver reports them (Ubuntu's desktop or server driver series).
+    os_name: str | None = None
+    gpu_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,8 @@ class Resolution:
     problems: tuple[str, ...] = ()  # why what was asked for cannot exist ("no wheel exists")
     reasons: tuple[str, ...] = ()  # how the answer was chosen, with the table facts
     capabilities: tuple[str, ...] = ()  # the compute capabilities resolved from the request
+    # Set when what was asked needs a driver past the last branch that supports the GPUs.
+    driver_limit: DriverLimit | None = None
 
     @property
     def ok(self) -> bool:
@@ -94,40 +106,48 @@ class Resolution:
         """The fix to print: the commands, then the alternative (one line each)."""
         lines: list[str] = []
         if self.install is None:
+            if self.driver_limit is not None:
+                lines.append(self.driver_limit.text())
             lines.extend(self.problems or ("no published PyTorch wheel fits this machine",))
             return "\n".join(lines)
+        pip = self.install.pip_command(force_reinstall=force_reinstall) + _driver_note(
+            self.install, self.request
+        )
         if self.driver_upgrade is not None:
             lines.append(self.driver_upgrade.text())
-            lines.append("then: " + self.install.pip_command(force_reinstall=force_reinstall))
+            lines.append("then: " + pip)
         else:
-            lines.append(self.install.pip_command(force_reinstall=force_reinstall))
+            lines.append(pip)
         for option in self.alternatives:
+            command = option.install.pip_command(force_reinstall=force_reinstall)
             if option.driver_upgrade is not None:
                 lines.append(
                     f"or, for torch {option.install.torch_minor} ({option.install.cuda_variant}): "
-                    f"{option.driver_upgrade.text()}; then "
-                    + option.install.pip_command(force_reinstall=force_reinstall)
+                    f"{option.driver_upgrade.text()}"
                 )
+                lines.append("  then: " + command)
+            elif option.condition:
+                lines.append(f"or, {option.condition}: {command}")
             else:
-                lines.append("or: " + option.install.pip_command(force_reinstall=force_reinstall))
+                lines.append("or: " + command + _driver_note(option.install, self.request))
         return "\n".join(lines)
 
 
-def _rank(candidate: Candidate, preferred_minor: str | None) -> tuple[object, ...]:
-    release_version = Version.parse(candidate.minor) or Version((0,))
-    cuda = Version.parse(candidate.cuda) if candidate.cuda else Version((0,))
-    return (
-        candidate.minor == preferred_minor,
-        release_version,
-        candidate.mode == "full",
-        candidate.status == "stable",
-        cuda,
-    )
-
-
-def _recommended_driver(request: Request, windows: bool) -> Version | None:
-    """With no driver given: the newest published minimum on a supported long-term branch."""
-    return recommended_branch_driver(request.today or dt.date.today(), windows)
+def _driver_note(install: Install, request: Request) -> str:
+    """With no driver known, the pip line says which driver its wheel needs (a shell comment)."""
+    if install.driver_mode != "unknown" or not install.min_driver or install.cuda_variant == "cpu":
+        return ""
+    if request.driver_version or request.driver_cuda:
+        return ""
+    limit = arch_knowledge.driver_limit(capabilities_of(request)[0])
+    full = Version.parse(install.min_driver)
+    if limit and limit.last_branch and full and full.major > limit.last_branch:
+        # Past the GPUs' last branch: only minor-version compatibility reaches this wheel.
+        return (
+            f"   # needs NVIDIA driver ≥ {install.min_driver_compat} (minor-version "
+            f"compatibility: {limit.label} GPUs end at R{limit.last_branch}): check with nvidia-smi"
+        )
+    return f"   # needs NVIDIA driver ≥ {install.min_driver}: check with nvidia-smi"
 
 
 def resolve(request: Request) -> Resolution:
@@ -173,7 +193,7 @@ def resolve(request: Request) -> Resolution:
         pool = [c for c in pool if c.variant != "cpu"]
     runnable = [c for c in pool if c.runs_gpus]
     if not runnable:
-        problems.extend(_why_nothing_runs(pool, capabilities, wanted_minor))
+        problems.extend(why_nothing_runs(pool, capabilities, wanted_minor))
         return Resolution(
             request,
             None,
@@ -182,23 +202,51 @@ def resolve(request: Request) -> Resolution:
             capabilities=capabilities,
         )
     driver_given = bool(request.driver_version or request.driver_cuda)
-    if not driver_given:
-        runnable = _fit_recommended_driver(request, runnable, windows, reasons)
+    limit = arch_knowledge.driver_limit(capabilities)
+    cap = limit.last_branch if limit else None
     working = [c for c in runnable if c.mode in ("full", "minor_compat")] if driver_given else []
+    # What a driver upgrade can reach: nothing past the GPUs' last branch (a Kepler GPU ends
+    # at R470, whatever a newer wheel wants).
+    reachable = [c for c in runnable if is_reachable(c, cap, windows, request)]
+    if limit is not None and len(reachable) < len(runnable):
+        reasons.append(
+            f"{limit.label} GPUs end at driver branch R{cap}: wheels that need a newer driver "
+            "were left out"
+        )
+    if not working and not reachable:
+        driver_limit = driver_limit_for(
+            min((c.full_min for c in runnable if c.full_min), default=None), request, windows
+        )
+        problems.append(
+            "every wheel with kernels for this GPU needs a newer driver than its last branch"
+        )
+        return Resolution(
+            request,
+            None,
+            problems=tuple(problems),
+            reasons=tuple(reasons),
+            capabilities=capabilities,
+            driver_limit=driver_limit,
+        )
+    if not driver_given:
+        reachable = fit_recommended_driver(request, reachable, windows, reasons, cap)
     preferred = wanted_minor
     if driver_given and request.keep_driver and working:
-        best = max(working, key=lambda c: _rank(c, preferred))
+        best = max(working, key=lambda c: rank(c, preferred))
         upgrade = None
     else:
         # The driver has to change (or may): aim at what the long-term branch runs in full.
         pool_for_upgrade = (
-            _fit_recommended_driver(request, runnable, windows, reasons)
+            fit_recommended_driver(request, reachable, windows, reasons, cap)
             if driver_given
-            else runnable
+            else reachable
         )
-        best = max(pool_for_upgrade, key=lambda c: _rank(c, preferred))
+        best = max(
+            pool_for_upgrade,
+            key=lambda c: (c.minor == preferred, in_full(c, cap, windows), *rank(c, preferred)),
+        )
         upgrade = (
-            driver_upgrade_for(best.full_min, request, windows)
+            upgrade_to(best, request, windows, cap)
             if driver_given and best.mode not in ("full", "minor_compat")
             else None
         )
@@ -214,135 +262,11 @@ def resolve(request: Request) -> Resolution:
         best.mode,
         best.sources,
     )
-    reasons.extend(_explain(best, request, wanted_minor))
+    reasons.extend(explain(best, request, wanted_minor))
     reasons.extend(best.gpu_notes)
-    alternatives = _alternatives(request, runnable, best, platform, windows, preferred)
+    alternatives = alternatives_for(request, reachable or working, best, platform, windows, cap)
     if wanted_minor and best.minor != wanted_minor:
-        problems.extend(_why_not_wanted(pool, wanted_minor, capabilities))
+        problems.extend(why_not_wanted(pool, wanted_minor, capabilities, limit, windows))
     return Resolution(
         request, install, upgrade, alternatives, tuple(problems), tuple(reasons), capabilities
     )
-
-
-def _fit_recommended_driver(
-    request: Request, runnable: list[Candidate], windows: bool, reasons: list[str]
-) -> list[Candidate]:
-    """No driver given: prefer wheels the current long-term driver branch runs in full."""
-    recommended = _recommended_driver(request, windows)
-    if recommended is None:
-        return runnable
-    fitting = [c for c in runnable if c.full_min is None or c.full_min <= recommended]
-    if fitting and len(fitting) < len(runnable):
-        reasons.append(
-            f"no driver given: chose among wheels that the long-term driver {recommended} runs "
-            "in full"
-        )
-    return fitting or runnable
-
-
-def _explain(best: Candidate, request: Request, wanted_minor: str | None) -> list[str]:
-    lines = []
-    if wanted_minor and best.minor == wanted_minor:
-        lines.append(f"kept torch {wanted_minor}, which has a {best.variant} wheel")
-    if best.cuda and best.full_min:
-        lines.append(
-            f"{best.variant} is CUDA {best.cuda}: full support from driver {best.full_min}"
-            + (
-                f", minor-version compatibility from {best.compat_min}"
-                if best.compat_min and best.compat_min < best.full_min
-                else ""
-            )
-        )
-    if request.driver_version and best.mode == "minor_compat":
-        lines.append(
-            f"driver {request.driver_version} runs it through minor-version compatibility "
-            "(PTX of a newer CUDA minor cannot be JIT-compiled)"
-        )
-    return lines
-
-
-def _why_nothing_runs(
-    pool: list[Candidate], capabilities: tuple[str, ...], wanted_minor: str | None
-) -> list[str]:
-    if not pool:
-        return ["no wheel in the tables matches the request"]
-    caps = ", ".join(capabilities) or "this GPU"
-    if wanted_minor:
-        return [f"no torch {wanted_minor} wheel has kernels for compute capability {caps}"]
-    oldest = min(
-        (Version.parse(c) for e in torch_knowledge.arch_lists() for c in e.compute_capabilities),
-        key=lambda v: v or Version((99,)),
-        default=None,
-    )
-    return [
-        f"no published PyTorch wheel has kernels for compute capability {caps} (the oldest "
-        f"architecture any wheel in the tables carries is {oldest}): build PyTorch from source "
-        "for it, use the CPU build, or use another GPU"
-    ]
-
-
-def _why_not_wanted(
-    pool: list[Candidate], wanted_minor: str, capabilities: tuple[str, ...]
-) -> list[str]:
-    same = [c for c in pool if c.minor == wanted_minor]
-    if same and not any(c.runs_gpus for c in same):
-        caps = ", ".join(capabilities)
-        wanted = Version.parse(wanted_minor) or Version((0,))
-        later = sorted(
-            (c for c in pool if c.runs_gpus and (Version.parse(c.minor) or Version((0,))) > wanted),
-            key=lambda c: Version.parse(c.minor) or Version((0,)),
-        )
-        first = (
-            f"; the first later release that has them: {later[0].minor} ({later[0].variant})"
-            if later
-            else ""
-        )
-        return [f"no torch {wanted_minor} wheel has kernels for compute capability {caps}{first}"]
-    return []
-
-
-def _alternatives(
-    request: Request,
-    runnable: list[Candidate],
-    best: Candidate,
-    platform: str,
-    windows: bool,
-    preferred: str | None,
-) -> tuple[Option, ...]:
-    """The newest release overall, when it is not the answer (it may need a newer driver).
-
-    Of its wheels, the one the current long-term driver branch runs in full: the smallest
-    driver change that reaches it, not the newest CUDA for its own sake.
-    """
-    newest_minor = max(runnable, key=lambda c: _rank(c, None)).minor
-    if (Version.parse(newest_minor) or Version((0,))) <= (
-        Version.parse(best.minor) or Version((0,))
-    ):
-        return ()
-    same = [c for c in runnable if c.minor == newest_minor]
-    driver_given = bool(request.driver_version or request.driver_cuda)
-    working = [c for c in same if c.mode in ("full", "minor_compat")] if driver_given else []
-    if working:
-        newest = max(working, key=lambda c: _rank(c, None))
-    else:
-        newest = max(
-            _fit_recommended_driver(request, same, windows, []), key=lambda c: _rank(c, None)
-        )
-    upgrade = (
-        driver_upgrade_for(newest.full_min, request, windows)
-        if driver_given and newest.mode not in ("full", "minor_compat")
-        else None
-    )
-    install = install_for(
-        replace(request, torch_version=None),
-        newest.minor,
-        newest.variant,
-        newest.cuda,
-        newest.status,
-        platform,
-        newest.full_min,
-        newest.compat_min,
-        newest.mode,
-        newest.sources,
-    )
-    return (Option(install, upgrade),)

@@ -4,8 +4,9 @@ The format is detected from the content's structure, not the file name (users pa
 into files named anything) and not from a word found anywhere: a README that mentions
 `NVRM: Xid` is not a kernel log, a collect_env paste is not GPU telemetry.
 
-    readers.load(path)              one file
-    readers.load_many(paths)        several files of one machine, merged (doctor --from A --from B)
+    readers.load(path)              one file ("-" = stdin; gzip, pipes and /proc files read too)
+    readers.load_many(paths)        several files of one machine, merged (doctor --from A --from B);
+                                    files of different machines are refused
     readers.load_gpu_readings(...)  only formats that carry GPU readings (monitor --replay)
 """
 
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlrig.errors import InputError
-from dlrig.inputs import read_text
 from dlrig.machine.model import Machine
 from dlrig.machine.readers import (
     collect_env,
@@ -28,9 +28,9 @@ from dlrig.machine.readers import (
     nvsmi_xml,
     snapshot,
 )
-from dlrig.machine.readers.merge import merge
-
-MAX_INPUT_BYTES = 100 * 1000 * 1000
+from dlrig.machine.readers.merge import check_same_machine, merge
+from dlrig.machine.readers.source import MAX_INPUT_BYTES as MAX_INPUT_BYTES
+from dlrig.machine.readers.source import read_evidence
 
 FORMATS = (
     "a dlrig snapshot (dlrig doctor --save)",
@@ -101,15 +101,22 @@ def load_text(text: str, label: str = "<text>") -> Machine:
 
 
 def load(path: Path | str) -> Machine:
-    """Read a recorded machine from a file; InputError (exit 2) for anything unreadable."""
-    return load_text(read_text(path, "recorded machine evidence", MAX_INPUT_BYTES), str(path))
+    """Read a recorded machine from a file, `-` (stdin), a gzip file, a pipe (`<(cmd)`) or a
+    /proc file; InputError (exit 2) for anything unreadable."""
+    label = "<stdin>" if str(path) == "-" else str(path)
+    return load_text(read_evidence(path), label)
 
 
 def load_many(paths: Sequence[Path | str]) -> Machine:
-    """Several recordings of one machine merged into one (each file must be readable)."""
+    """Several recordings of one machine merged into one (each file must be readable); files
+    that show different machines (driver, GPUs, host) are refused, naming the disagreement."""
     if not paths:
         raise InputError("no recorded file given", fix="give --from FILE (repeatable)")
-    return merge([load(path) for path in paths])
+    if sum(1 for p in paths if str(p) == "-") > 1:
+        raise InputError("--from - given twice", fix="stdin can be read once: give - once")
+    machines = [load(path) for path in paths]
+    check_same_machine(machines)
+    return merge(machines)
 
 
 def _has_readings(machine: Machine) -> bool:

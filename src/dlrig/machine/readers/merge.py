@@ -92,6 +92,85 @@ def _merge_gpus(
     return tuple(merged)
 
 
+def _slot(bus_id: str | None) -> str | None:
+    """ "00000000:83:00.0", "0000:83:00.0" and the kernel log's "0000:83:00" name one slot."""
+    if not bus_id:
+        return None
+    parts = bus_id.lower().split(".")[0].split(":")
+    if len(parts) < 3:
+        return None
+    try:
+        return f"{int(parts[-3], 16):x}:{int(parts[-2], 16):02x}:{int(parts[-1], 16):02x}"
+    except ValueError:
+        return None
+
+
+def _label(machine: Machine) -> str:
+    return machine.origin.path or machine.origin.kind
+
+
+def disagreements(first: Machine, other: Machine) -> list[str]:
+    """What shows that two recordings are of different machines (empty: nothing does)."""
+    found = []
+    hosts = (first.origin.hostname, other.origin.hostname)
+    if all(hosts) and hosts[0] != hosts[1]:
+        found.append(f"host {hosts[0]} vs {hosts[1]}")
+    drivers = tuple(m.driver.version if m.driver else None for m in (first, other))
+    if all(drivers) and drivers[0] != drivers[1]:
+        found.append(f"driver {drivers[0]} vs {drivers[1]}")
+    gpus = (first.gpus or (), other.gpus or ())
+    if gpus[0] and gpus[1]:
+        slots = [{s for g in side if (s := _slot(g.pci_bus_id))} for side in gpus]
+        uuids = [{g.uuid for g in side if g.uuid} for side in gpus]
+        if all(slots) and not slots[0] & slots[1]:
+            found.append(
+                "GPUs at PCI " + ", ".join(sorted(slots[0])) + " vs " + ", ".join(sorted(slots[1]))
+            )
+        elif all(uuids) and not uuids[0] & uuids[1]:
+            found.append("GPU UUIDs differ")
+        else:
+            for gpu in gpus[0]:
+                match = next((o for o in gpus[1] if _same(gpu, o)), None)
+                if match is not None and not _same_model(gpu, match):
+                    found.append(f"GPU {gpu.index} is {gpu.name} vs {match.name}")
+                    break
+    for log_side, gpu_side in ((first, other), (other, first)):
+        if log_side.kernel_log is None or not gpu_side.gpus:
+            continue
+        known = {_slot(g.pci_bus_id) for g in gpu_side.gpus}
+        if None in known:
+            continue
+        strangers = sorted(
+            {
+                s
+                for e in log_side.kernel_log.xid_events
+                if (s := _slot(e.pci_bus_id)) is not None and s not in known
+            }
+        )
+        if strangers:
+            found.append(
+                f"the kernel log's Xid events name GPU(s) at PCI {', '.join(strangers)}, not "
+                f"among the other file's ({', '.join(sorted(k for k in known if k))})"
+            )
+    return found
+
+
+def check_same_machine(machines: list[Machine]) -> None:
+    """InputError (exit 2) naming the disagreement when the files are of different machines."""
+    from dlrig.errors import InputError
+
+    for i, first in enumerate(machines):
+        for other in machines[i + 1 :]:
+            found = disagreements(first, other)
+            if found:
+                raise InputError(
+                    f"--from {_label(first)} and {_label(other)}: not the same machine "
+                    f"({'; '.join(found)})",
+                    fix="give the files of one machine together; check other machines with a "
+                    "doctor --from run each",
+                )
+
+
 def merge(machines: list[Machine]) -> Machine:
     """One Machine from several recordings of the same machine; the input order breaks ties."""
     if len(machines) == 1:
