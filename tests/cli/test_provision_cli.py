@@ -85,6 +85,16 @@ def test_out_writes_files_and_refuses_to_overwrite(run_dlrig, tmp_path):
         ),
         (("launch", "t.py", "--nodes", "2"), "torchrun"),
         (("env", "--machine", "/nonexistent/box.json"), "/nonexistent/box.json"),
+        # Bad or inapplicable facts: one line naming the value (QA finding 19).
+        (("env", "--torch", "abc"), "--torch abc"),
+        (("env", "--torch", "2.9", "--python", "abc"), "--python abc"),
+        (("host", "--gpu", "t4", "--os", "ubuntu-24.04", "--driver", "abc"), "--driver abc"),
+        (("host", "--gpu", "t4", "--os", "ubuntu-24.04", "--cuda", "abc"), "--cuda abc"),
+        (("env", "--torch", "2.9", "--cuda", "11.8"), "no CUDA 11.8 wheel"),
+        (("env", "--torch", "1.12", "--python", "2.7"), "--python 2.7"),
+        (("host", "--gpu", "v100-sxm2-32gb", "--os", "ubuntu-24.04", "--cuda", "13.0"), "sm_70"),
+        (("launch", "t.py", "--gpus-per-node", "0"), "--gpus-per-node 0"),
+        (("power", "--gpu", "rtx-3090", "--power-limit", "50"), "minimum"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(run_dlrig, args, names):
@@ -117,3 +127,55 @@ def test_snapshot_facts_feed_the_generators(run_dlrig, tmp_path):
     document = json.loads(result.stdout)
     assert document["facts"]["origin"].startswith("snapshot ")
     assert document["facts"]["gpu_name"]
+
+
+def test_short_gpu_names_the_help_promises_are_accepted(run_dlrig):
+    for name in ("h100", "a100", "H100-SXM5-80GB", "rtx-4090"):
+        result = run_dlrig("provision", "host", "--gpu", name, "--os", "ubuntu-24.04", "--json")
+        assert result.returncode == 0, (name, result.stderr)
+    document = json.loads(
+        run_dlrig("provision", "host", "--gpu", "h100", "--os", "ubuntu-24.04", "--json").stdout
+    )
+    assert document["facts"]["gpu"] == "h100-sxm5-80gb"
+    assert document["decisions"][0]["what"] == "GPU model"
+
+
+def test_script_options_after_the_script_reach_it(run_dlrig):
+    result = run_dlrig(
+        "provision", "launch", "train.py", "--lr", "3e-4", "--nodes", "2", "--scheduler", "slurm"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "train.py --lr 3e-4" in result.stdout and "#SBATCH --nodes=2" in result.stdout
+
+
+def test_readme_env_example_on_a_snapshot_of_this_machine(run_dlrig, tmp_path):
+    """README: `dlrig doctor --save box.json` then `provision env --machine box.json --torch
+    1.12.0+cu116 --with 'numpy<2'` (the lock is checked in tests/integration): the snapshot's
+    Python (3.11 here) has no torch 1.12 wheels, so the environment gets 3.10, and says why."""
+    box = tmp_path / "box.json"
+    saved = run_dlrig("doctor", "--save", str(box), timeout=180)
+    assert box.exists(), saved.stderr
+    result = run_dlrig(
+        "provision",
+        "env",
+        "--machine",
+        str(box),
+        "--torch",
+        "1.12.0+cu116",
+        "--with",
+        "numpy<2",
+        "--out",
+        str(tmp_path / "env"),
+    )
+    assert result.returncode == 0, result.stderr
+    snapshot = json.loads(box.read_text())
+    python = (snapshot.get("frameworks") or {}).get("python_version") or snapshot["os"][
+        "python_version"
+    ]
+    minor = tuple(int(p) for p in python.split(".")[:2])
+    environment = (tmp_path / "env" / "environment.yml").read_text()
+    if (3, 7) <= minor <= (3, 10):  # the snapshot's Python fits torch 1.12: kept
+        assert f'"python={minor[0]}.{minor[1]}"' in environment
+    else:
+        assert '"python=3.10"' in environment
+        assert "which torch 1.12 has no wheels for" in result.stdout

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import subprocess
 
 import torch
 import torch.distributed as dist
@@ -64,11 +66,32 @@ def distributed() -> float:
     return final
 
 
+def report_step() -> None:
+    """What slurmctld records for the srun step this process runs in (`scontrol show step`):
+    the CPUs per task the step asked for (TresPerTask; absent when srun was given none, and
+    then a task/affinity or cgroup plugin binds each task to 1 CPU) and the step's total."""
+    step = f"{os.environ['SLURM_JOB_ID']}.{os.environ['SLURM_STEP_ID']}"
+    shown = subprocess.run(
+        ["scontrol", "show", "step", step], capture_output=True, text=True, timeout=30
+    ).stdout
+    per_task = re.search(r"TresPerTask=\S*?cpu[:=](\d+)", shown)
+    per_step = re.search(r"TresPerStep=\S*?cpu[:=](\d+)", shown)
+    print(
+        f"step={step} node={os.environ.get('SLURMD_NODENAME', '-')} "
+        f"cpus_per_task={per_task.group(1) if per_task else 'unset'} "
+        f"step_cpus={per_step.group(1) if per_step else '?'}",
+        flush=True,
+    )
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--reference", action="store_true")
+    parser.add_argument("--report-step", action="store_true")
     args = parser.parse_args()
     if args.reference:
         print(f"final_loss={reference():.6f}")
     else:
+        if args.report_step:
+            report_step()
         distributed()

@@ -68,3 +68,29 @@ def test_fleet_from_saved_snapshots(run_dlrig, tmp_path):
     difference = next(d for d in report["differences"] if d["attribute"] == "NCCL_IB_DISABLE")
     assert difference["majority"] == "unset" and difference["odd_nodes"] == ["gpu02"]
     assert result.returncode == 1
+
+
+def test_fleet_compares_the_trained_pcie_link_not_the_maximum(run_dlrig, tmp_path):
+    """The T4 capture's link trained at x8 of x16 (a real downgrade, tests/fixtures SOURCES.md):
+    next to two nodes whose links trained at their full x16, it is the odd node, by its
+    trained width. Comparing the maximum (x16 everywhere) would hide it."""
+    from dlrig.machine import readers
+    from dlrig.machine.model import replace
+    from tests.conftest import NVSMI
+
+    machine = readers.load(NVSMI / "tesla-t4-2procs-q-x.xml")
+    assert machine.gpus[0].pcie.width_current == 8 and machine.gpus[0].pcie.width_max == 16
+    full = replace(
+        machine,
+        gpus=tuple(replace(g, pcie=replace(g.pcie, width_current=16)) for g in machine.gpus),
+    )
+    for name, node in (("gpu01", full), ("gpu02", full), ("gpu03", machine)):
+        (tmp_path / f"{name}.json").write_text(node.to_json())
+    result = run_dlrig("doctor", "--fleet", str(tmp_path), "--json")
+    report = json.loads(result.stdout)
+    link = next(d for d in report["differences"] if d["attribute"] == "PCIe links")
+    assert link["odd_nodes"] == ["gpu03"] and "x8 of x16" in link["values"]["gpu03"], link
+    assert "x8" not in link["values"]["gpu01"]
+    assert "gpu03" in report["odd_nodes"] and result.returncode == 1
+    text = run_dlrig("doctor", "--fleet", str(tmp_path))
+    assert "odd node(s) out: gpu03" in text.stdout and "warns on gpu03" in text.stdout, text.stdout

@@ -4,14 +4,17 @@ and agree with the knowledge tables."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from dlrig.knowledge import pytorch
 
 pytestmark = pytest.mark.integration
+ROOT_VENV = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 
 
 def test_lock_resolves_the_other_packages_with_hashes(run_dlrig, tmp_path):
@@ -46,8 +49,57 @@ def test_lock_resolves_the_other_packages_with_hashes(run_dlrig, tmp_path):
     assert f"download.pytorch.org/whl/{variant}" in torch_lines
     companions = pytorch.companions()["1.12"]
     assert f"torchvision=={companions.torchvision_version}.*" in torch_lines
-    # The lock script re-locks the same way (and passes shellcheck).
+    # The lock script re-locks the same way (and passes shellcheck): run it for real.
     check = subprocess.run(
         ["shellcheck", str(tmp_path / "lock.sh")], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout
+    (tmp_path / "requirements.lock").unlink()
+    env = dict(os.environ, PATH=f"{ROOT_VENV}{os.pathsep}{os.environ['PATH']}")
+    relock = subprocess.run(
+        ["bash", str(tmp_path / "lock.sh")], capture_output=True, text=True, timeout=240, env=env
+    )
+    assert relock.returncode == 0, relock.stdout + relock.stderr
+    again = dict(
+        re.findall(
+            r"^([a-z0-9_.-]+)==([^\s\\]+)", (tmp_path / "requirements.lock").read_text(), re.M
+        )
+    )
+    assert again == pins
+
+
+def test_lock_of_a_package_that_needs_torch_leaves_out_what_the_torch_install_brings(
+    run_dlrig, tmp_path
+):
+    """accelerate depends on torch: the real resolver is held to the torch release the
+    environment gets, and the lock leaves torch and what only it pulls in (the CUDA wheels,
+    triton, sympy...) to requirements-torch.txt, which is installed first (QA finding 12)."""
+    result = run_dlrig(
+        "provision",
+        "docker",
+        "--gpu",
+        "rtx-4090",
+        "--torch",
+        "2.9",
+        "--with",
+        "accelerate",
+        "--lock",
+        "--out",
+        str(tmp_path),
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    lock = (tmp_path / "requirements.lock").read_text()
+    pins = dict(re.findall(r"^([a-z0-9_.-]+)==([^\s\\]+)", lock, re.M))
+    assert "accelerate" in pins and "huggingface-hub" in pins
+    assert not {"torch", "torchvision", "triton", "sympy"} & set(pins), sorted(pins)
+    assert not [name for name in pins if name.startswith("nvidia-")], sorted(pins)
+    assert "Left out, because the torch install brings them" in lock and "nvidia-" in lock
+    dockerfile = (tmp_path / "Dockerfile").read_text()
+    torch_step = dockerfile.index("pip install --no-cache-dir -r /tmp/env/requirements-torch.txt")
+    lock_step = dockerfile.index("--no-deps --require-hashes -r /tmp/env/requirements.lock")
+    assert torch_step < lock_step and "pip check" in dockerfile
+    check = subprocess.run(
+        [str(ROOT_VENV / "hadolint"), str(tmp_path / "Dockerfile")], capture_output=True, text=True
     )
     assert check.returncode == 0, check.stdout

@@ -138,8 +138,12 @@ def test_prepared_root_skips_exactly_the_steps_whose_results_exist(debian_script
     prepared = _run(debian_script, "--dry-run", "--root", str(root), path_prefix=str(bin_dir))
     assert prepared.returncode == 0, prepared.stdout + prepared.stderr
     newly_skipped = _steps(prepared.stdout, "skip") - _steps(empty.stdout, "skip")
-    assert newly_skipped == {"cuda-keyring", "cuda-repository", "driver"}, prepared.stdout
+    # The running driver's module is loaded too: no reboot is announced (QA finding 27).
+    assert newly_skipped == {"cuda-keyring", "cuda-repository", "driver", "kernel-module"}, (
+        prepared.stdout
+    )
     assert "driver 580.95.05 (branch R580) is running" in prepared.stdout
+    assert "[would reboot]" not in prepared.stdout and "[would reboot]" in empty.stdout
 
 
 def test_root_without_dry_run_is_refused(debian_script, tmp_path):
@@ -150,8 +154,8 @@ def test_root_without_dry_run_is_refused(debian_script, tmp_path):
 def test_the_distribution_packages_resolve_with_apt_simulate(debian_script):
     text = debian_script.read_text()
     packages = re.search(r"^DISTRO_PACKAGES=\(([^)]*)\)", text, re.M).group(1).split()
-    headers = re.search(r'^HEADERS_PACKAGE="([^"]+)"', text, re.M).group(1)
-    assert headers == "linux-headers-$(uname -r)"
+    headers = re.search(r"^HEADERS_PACKAGES=\((.*)\)$", text, re.M).group(1)
+    assert headers == '"linux-headers-$(uname -r)"'
     # The running kernel here is the VM host's, not Debian's: resolve the Debian kernel's own
     # headers package, which is what linux-headers-$(uname -r) names on a Debian 12 install.
     result = subprocess.run(
@@ -168,3 +172,99 @@ def test_the_distribution_packages_resolve_with_apt_simulate(debian_script):
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "provision"
+
+
+def _apt_root(tmp_path: Path, layout: str) -> Path:
+    """A root with one real Debian 12 apt source layout (tests/data/provision/SOURCES.md)."""
+    root = tmp_path / layout
+    (root / "etc/apt/sources.list.d").mkdir(parents=True)
+    if layout == "debian.sources":
+        shutil.copy(DATA / "debian-12-apt/debian.sources", root / "etc/apt/sources.list.d")
+    else:
+        shutil.copy(DATA / f"debian-12-apt/{layout}", root / "etc/apt/sources.list")
+    return root
+
+
+def _contrib_command(output: str) -> str:
+    found = re.search(r"^\[would run\] debian-contrib: (sed .*)$", output, re.M)
+    assert found, output
+    return found.group(1)
+
+
+@pytest.mark.parametrize("layout", ["netinst.sources.list", "dvd.sources.list", "debian.sources"])
+def test_debian_contrib_step_edits_either_source_layout(debian_script, tmp_path, layout):
+    """The installer's one-line sources.list (netinst: commented cdrom line; DVD: an active
+    cdrom line naming contrib) and the images' deb822 debian.sources: the step edits the file
+    that exists, with the same sed program the script runs; afterwards the script's own check
+    finds contrib and skips the step."""
+    root = _apt_root(tmp_path, layout)
+    before = _run(debian_script, "--dry-run", "--root", str(root))
+    assert before.returncode == 0, before.stdout + before.stderr
+    command = _contrib_command(before.stdout)
+    target = root / (
+        "etc/apt/sources.list.d/debian.sources"
+        if layout == "debian.sources"
+        else "etc/apt/sources.list"
+    )
+    assert command.endswith(str(target)), command
+    original = target.read_text()
+    # Run that edit for real on the copy: the script's sed program, taken from the script.
+    program = re.search(
+        r"run sed -i -E '([^']+)' \"\$"
+        + ("DEB822_SOURCES" if layout == "debian.sources" else "SOURCES_LIST")
+        + '"',
+        debian_script.read_text(),
+    ).group(1)
+    subprocess.run(["sed", "-i", "-E", program, str(target)], check=True, timeout=30)
+    edited = target.read_text()
+    for old, new in zip(original.splitlines(), edited.splitlines(), strict=True):
+        archive = re.match(r"^(deb|deb-src)\s+(https?|ftp|file):", old) or old.startswith(
+            "Components:"
+        )
+        if archive and " main" in old:
+            assert re.search(r"\smain contrib(\s|$)", new), new
+        else:
+            assert new == old  # comments and cdrom lines untouched
+    after = _run(debian_script, "--dry-run", "--root", str(root))
+    assert "[skip] debian-contrib: the contrib component is enabled" in after.stdout, after.stdout
+
+
+@pytest.fixture(scope="module")
+def rocky_script(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("rocky")
+    from dlrig import provision
+
+    facts = provision.gather(
+        None, provision.Stated(gpu="t4", os="rocky-9", cuda="12.2"), probe=False
+    )
+    provision.write(provision.generate("host", facts), folder)
+    return folder / "install-nvidia.sh"
+
+
+def test_rocky_crb_step_reads_the_repo_files_and_rhel_takes_subscription_manager(
+    rocky_script, tmp_path
+):
+    root = tmp_path / "rocky"
+    (root / "etc/yum.repos.d").mkdir(parents=True)
+    repo = (DATA / "rocky-9-yum.repos.d/rocky.repo").read_text()
+    (root / "etc/yum.repos.d/rocky.repo").write_text(repo)
+    (root / "etc/os-release").write_text('ID="rocky"\nVERSION_ID="9.4"\n')
+    disabled = _run(rocky_script, "--dry-run", "--root", str(root))
+    assert disabled.returncode == 0, disabled.stdout + disabled.stderr
+    assert "[would run] crb-repository: dnf config-manager --set-enabled crb" in disabled.stdout
+    assert "[would run] epel: dnf install -y epel-release" in disabled.stdout
+    order = [_line for _line in disabled.stdout.splitlines() if _line.startswith("[would run]")]
+    steps = [re.match(r"\[would run\] ([\w-]+):", line).group(1) for line in order]
+    assert steps.index("crb-repository") < steps.index("epel") < steps.index("driver")
+    # What `dnf config-manager --set-enabled crb` leaves behind: enabled=1 in [crb].
+    enabled = re.sub(r"(\[crb\][^\[]*?)enabled=0", r"\1enabled=1", repo)
+    (root / "etc/yum.repos.d/rocky.repo").write_text(enabled)
+    now = _run(rocky_script, "--dry-run", "--root", str(root))
+    assert "[skip] crb-repository: repository crb is enabled" in now.stdout, now.stdout
+    (root / "etc/os-release").write_text('ID="rhel"\nVERSION_ID="9.4"\n')
+    rhel = _run(rocky_script, "--dry-run", "--root", str(root))
+    assert "subscription-manager repos --enable codeready-builder-for-rhel-9-" in rhel.stdout
+    assert "epel-release-latest-9.noarch.rpm" in rhel.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,12 +30,19 @@ def _reference_loss() -> float:
 
 
 def test_generated_sbatch_runs_ddp_across_both_nodes(slurm_cluster, tmp_path, run_dlrig):  # noqa: F811
+    """Also checks, on the real cluster: the srun step gets the job's CPUs per task (Slurm
+    22.05+ does not pass sbatch's --cpus-per-task on), the rendezvous address is the head
+    node's NodeAddr, and script options after SCRIPT reach the script."""
     shutil.copy(HERE / "ddp_train.py", tmp_path / "ddp_train.py")
+    with socket.socket() as probe:  # a free port: 29500 may be taken by another job here
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     result = run_dlrig(
         "provision",
         "launch",
         "ddp_train.py",
+        "--report-step",  # a script option after SCRIPT, passed through without `--`
         "--scheduler",
         "slurm",
         "--nodes",
@@ -44,7 +52,9 @@ def test_generated_sbatch_runs_ddp_across_both_nodes(slurm_cluster, tmp_path, ru
         "--torchrun",
         torchrun,
         "--cpus-per-task",
-        "1",
+        "2",
+        "--rdzv-port",
+        str(port),
         "--time",
         "00:05:00",
         "--out",
@@ -58,6 +68,17 @@ def test_generated_sbatch_runs_ddp_across_both_nodes(slurm_cluster, tmp_path, ru
     assert job.state == "COMPLETED", job.stdout + slurm_cluster.logs()
     finals = dict(re.findall(r"rank=(\d) world=2 node=(n\d)", job.stdout))
     assert sorted(finals.values()) == ["n1", "n2"], job.stdout  # one rank on each node
+    # slurmctld records 2 CPUs per task for the srun step, 4 for the 2-node step. Without the
+    # fix (Slurm 22.05+ srun does not inherit sbatch's --cpus-per-task) it records no
+    # TresPerTask and cpu:2 for the step: measured on this cluster with the same script minus
+    # SRUN_CPUS_PER_TASK and srun's --cpus-per-task.
+    steps = re.findall(r"step=\S+ node=(n\d) cpus_per_task=(\S+) step_cpus=(\S+)", job.stdout)
+    assert sorted(steps) == [("n1", "2", "4"), ("n2", "2", "4")], job.stdout
+    head = re.search(r"rendezvous at (\S+):\d+", job.stdout).group(1)
+    node_addr = re.search(
+        r"NodeAddr=(\S+)", slurm_cluster.run(["scontrol", "show", "node", "n1"]).stdout
+    ).group(1)
+    assert head == node_addr and head != "127.0.1.1", job.stdout
     losses = [float(v) for v in re.findall(r"final_loss=([\d.]+)", job.stdout)]
     assert len(losses) == 2
     expected = _reference_loss()

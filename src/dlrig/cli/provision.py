@@ -184,16 +184,19 @@ def nccl_command(
 
 
 @provision_command.command(
-    "launch", epilog=EXIT_CODES, context_settings={"allow_interspersed_args": True}
+    "launch",
+    epilog=EXIT_CODES,
+    # As `dlrig train`: options dlrig does not know go to the script (`train.py --lr 3e-4`).
+    context_settings={"allow_interspersed_args": True, "ignore_unknown_options": True},
 )
 @click.argument("script")
-@click.argument("script_args", nargs=-1)
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @fact_options
 @click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Machines.")
 @click.option(
     "--gpus-per-node",
-    type=click.IntRange(min=0),
-    help="GPUs per machine (default: the facts' GPU count, or 1).",
+    type=int,
+    help="GPUs per machine, one process each (default: the facts' GPU count, or 1).",
 )
 @click.option(
     "--scheduler",
@@ -222,6 +225,12 @@ def nccl_command(
 @click.option(
     "--shm-size", default="16Gi", show_default=True, help="/dev/shm size for the pods (kubeflow)."
 )
+@click.option(
+    "--memory",
+    metavar="SIZE",
+    help="Pod memory limit and request, e.g. 400Gi (kubeflow; default: a request from the "
+    "snapshot's RAM, no limit).",
+)
 @click.pass_context
 def launch_command(
     ctx: click.Context,
@@ -240,10 +249,13 @@ def launch_command(
     image: str,
     namespace: str | None,
     shm_size: str,
+    memory: str | None,
     **params: Any,
 ) -> None:
     """How to start SCRIPT: a torchrun command, a Slurm sbatch script, or Kubeflow PyTorchJob
-    and TrainJob manifests. Arguments after SCRIPT go to the script (put them after `--`)."""
+    and TrainJob manifests. Arguments after SCRIPT that are not dlrig options go to the script
+    (`train.py --lr 3e-4`); put the script's options after `--` when dlrig has one of the same
+    name."""
     from dlrig import provision
     from dlrig.provision.launch import LaunchOptions
 
@@ -263,6 +275,7 @@ def launch_command(
         image=image,
         namespace=namespace,
         shm_size=shm_size,
+        memory=memory,
     )
     emit(provision.generate("launch", facts, options=options), params)
 
@@ -295,12 +308,18 @@ def launch_command(
     "nodes",
     multiple=True,
     metavar="NAME",
-    help="A node for the IPMI schedule (repeatable; default this host).",
+    help="A node for the IPMI schedule (repeatable; default: the probed or snapshot host, none with stated facts).",
 )
 @click.option(
     "--bmc-suffix", default="-bmc", show_default=True, help="BMC host name = node name + this."
 )
 @click.option("--ipmi-user", default="admin", show_default=True)
+@click.option(
+    "--slurm-user",
+    default="slurm",
+    show_default=True,
+    help="SlurmUser of slurm.conf: it runs the power-saving scripts and must read the IPMI password.",
+)
 @click.option(
     "--suspend-time",
     "suspend_time_s",
@@ -320,6 +339,7 @@ def power_command(
     nodes: tuple[str, ...],
     bmc_suffix: str,
     ipmi_user: str,
+    slurm_user: str,
     suspend_time_s: int,
     **params: Any,
 ) -> None:
@@ -337,6 +357,7 @@ def power_command(
         nodes=nodes,
         bmc_suffix=bmc_suffix,
         ipmi_user=ipmi_user,
+        slurm_user=slurm_user,
         suspend_time_s=suspend_time_s,
     )
     emit(provision.generate("power", facts, options=options), params)

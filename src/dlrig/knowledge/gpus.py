@@ -192,3 +192,95 @@ def compute_capability(name: str) -> tuple[str | None, str | None]:
         if family.pattern.search(lowered):
             return family.compute_capability, family.source
     return None, None
+
+
+# --- the one lookup for a GPU model the user names (--gpu) ---------------------------------
+
+
+@dataclass(frozen=True)
+class GpuPreference:
+    alias: str
+    gpu: str
+    reason: str
+    source: str
+
+
+@functools.cache
+def alias_preferences() -> dict[frozenset[str], GpuPreference]:
+    """Short names that fit several SKUs (gpu_alias_preference.csv), by their token set."""
+    found: dict[frozenset[str], GpuPreference] = {}
+    for row in rows("gpu_alias_preference"):
+        if catalogue().get(row["gpu"]) is None:
+            raise KnowledgeError(f"gpu_alias_preference: {row['gpu']} is not a catalogue id")
+        found[tokens(row["alias"])] = GpuPreference(
+            row["alias"], row["gpu"], row["reason"], row["source"]
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class GpuMatch:
+    """What `lookup` found and how: by id, by a catalogue spelling, or by a preference row."""
+
+    spec: GpuSpec
+    how: str  # id | alias | preferred
+    note: str | None = None  # for "preferred": which SKU was taken, why, and the others
+    source: str | None = None
+
+
+def _containing(name: str) -> list[GpuSpec]:
+    """Catalogue entries one of whose spellings holds every token of `name`."""
+    wanted = tokens(name)
+    if not wanted:
+        return []
+    return [
+        spec
+        for spec in catalogue().specs
+        if any(wanted <= tokens(s) for s in (spec.id, spec.name, *spec.aliases) if tokens(s))
+    ]
+
+
+def lookup(name: str, option: str = "--gpu") -> GpuMatch:
+    """The catalogue GPU a user means by `name`; the ONE lookup every `--gpu` goes through.
+
+    1. a catalogue id ("h100-sxm5-80gb"), case-insensitive;
+    2. any spelling the catalogue lists for it (aliases, nvidia-smi names: "A100-SXM4-80GB",
+       "NVIDIA H100 80GB HBM3", "RTX 4090"), word order and punctuation ignored;
+    3. a short name several SKUs share ("h100", "a100 80gb"): the SKU gpu_alias_preference.csv
+       names for it, with its reason;
+    4. otherwise InputError: ambiguous (listing the SKUs it fits) or unknown (with suggestions).
+    A partial name that fits one SKU only ("rtx 4080" -> rtx-4080-super) is not taken for it:
+    it is offered as a suggestion, because the missing word may name another card.
+    """
+    from dlrig.errors import InputError
+
+    text = name.strip()
+    cat = catalogue()
+    by_id = cat.get(text) or cat.get(text.lower())
+    if by_id is not None:
+        return GpuMatch(by_id, "id")
+    spec = cat.resolve(text)
+    if spec is not None:
+        return GpuMatch(spec, "alias")
+    preferred = alias_preferences().get(tokens(text))
+    if preferred is not None:
+        chosen = cat.get(preferred.gpu)
+        assert chosen is not None  # checked when the table is loaded
+        others = [s.id for s in _containing(text) if s.id != chosen.id]
+        note = f"{option} {text} taken as {chosen.id}: {preferred.reason}"
+        if others:
+            note += f" (name another SKU to override: {', '.join(others)})"
+        return GpuMatch(chosen, "preferred", note, preferred.source)
+    fitting = _containing(text)
+    if len(fitting) > 1:
+        ids = ", ".join(s.id for s in fitting)
+        raise InputError(
+            f"{option} {text}: fits several GPUs in the catalogue ({ids})",
+            fix=f"name one of them, e.g. {option} {fitting[0].id}",
+        )
+    close = [s.id for s in fitting] or cat.suggestions(text)
+    raise InputError(
+        f"{option} {text}: not a GPU model in the catalogue",
+        fix=("did you mean " + ", ".join(close) + "? " if close else "")
+        + "list them with: dlrig fit --list-gpus",
+    )

@@ -223,6 +223,7 @@ class NcclVariable:
     refused_values: tuple[str, ...]  # ("*",) = any value
     reason: str
     source: str
+    kept_instead: str = ""  # what a system file keeps in place of a refused value ("WARN")
 
     def refuses(self, value: str) -> bool:
         if not self.refused_values:
@@ -239,6 +240,7 @@ def nccl_variables() -> dict[str, NcclVariable]:
             refused_values=tuple(v.upper() for v in row["refused_values"].split(";") if v),
             reason=row["reason"],
             source=row["source"],
+            kept_instead=row["kept_instead"],
         )
         for row in rows("provision_nccl_variables")
     }
@@ -284,15 +286,45 @@ def torch_python(torch_minor: str) -> tuple[str, str, str] | None:
 
 @dataclass(frozen=True)
 class ImagePython:
-    image_os: str
+    image_os: str  # "ubuntu24.04": the nvidia/cuda OS suffix
     python: str
-    packages: tuple[str, ...]
+    packages: tuple[str, ...]  # what the OS's package manager installs for it (and venv)
     source: str
+    interpreter: str = "python3"  # "python3.12" where the OS has several
+    package_manager: str = "apt"  # apt | dnf
+    os_image: str = ""  # the plain OS image ("ubuntu:24.04"), for bases without CUDA
 
 
 @functools.cache
 def image_pythons() -> tuple[ImagePython, ...]:
     return tuple(
-        ImagePython(row["image_os"], row["python"], tuple(row["packages"].split()), row["source"])
+        ImagePython(
+            image_os=row["image_os"],
+            python=row["python"],
+            packages=tuple(row["packages"].split()),
+            source=row["source"],
+            interpreter=row["interpreter"],
+            package_manager=row["package_manager"],
+            os_image=row["os_image"],
+        )
         for row in rows("provision_image_python")
     )
+
+
+@dataclass(frozen=True)
+class PowerRange:
+    gpu: str
+    min_watts: float
+    max_watts: float
+    source: str
+
+
+@functools.cache
+def power_ranges() -> dict[str, PowerRange]:
+    """The power-limit range nvidia-smi reports per catalogue GPU (`nvidia-smi -q -d POWER`)."""
+    return {
+        row["gpu"]: PowerRange(
+            row["gpu"], float(row["min_watts"]), float(row["max_watts"]), row["source"]
+        )
+        for row in rows("provision_gpu_power_range")
+    }

@@ -44,8 +44,14 @@ __all__ = [
 
 def generate(target: str, facts: Facts, **options: Any) -> Bundle:
     """Run one generator (its module is imported only now)."""
+    from dataclasses import replace
+
     module = importlib.import_module(TARGETS[target])
     bundle: Bundle = module.generate(facts, **options)
+    if facts.gpu_note and facts.gpu is not None:
+        # A short --gpu name ("h100") taken as one SKU: say so first, with the reason.
+        taken = Decision("GPU model", facts.gpu.id, facts.gpu_note, facts.gpu_note_source)
+        bundle = replace(bundle, decisions=(taken, *bundle.decisions))
     return bundle
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from dlrig.errors import DlrigError, InputError
 from dlrig.provision.model import Bundle, Decision, Facts, GeneratedFile
 from dlrig.provision.render import header, render
-from dlrig.provision.stack import TorchChoice, torch_choice
+from dlrig.provision.stack import TorchChoice, torch_choice, wheel_variant_for_cuda
 
 _TORCH_NAMES = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*([=<>!~\[;]|$)", re.I)
 _REQUIREMENT = re.compile(
@@ -59,8 +59,81 @@ def uv_binary() -> str | None:
         return shutil.which("uv")
 
 
-def compile_lock(requirements_in: str, python: str, timeout_s: float = 180.0) -> str:
-    """requirements.in text -> a hashed lock, by `uv pip compile` against the package index."""
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==")
+TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio"})
+
+
+def _entries(locked: str) -> list[tuple[str, list[str], set[str]]]:
+    """(name, lines, dependents) per package of `uv pip compile` output ("# via" annotations)."""
+    entries: list[tuple[str, list[str], set[str]]] = []
+    in_via = False
+    for line in locked.splitlines():
+        match = _PIN.match(line)
+        if match:
+            entries.append((match.group(1).lower().replace("_", "-"), [line], set()))
+            in_via = False
+            continue
+        if not entries:
+            continue
+        _, lines, via = entries[-1]
+        lines.append(line)
+        text = line.strip()
+        if text.startswith("# via"):
+            rest = text[len("# via") :].strip()
+            in_via = not rest
+            if rest:
+                via.add(rest)
+        elif in_via and text.startswith("#   "):
+            via.add(text[4:].strip())
+        elif in_via and text.startswith("#") and text[1:].strip():
+            via.add(text[1:].strip())
+    return entries
+
+
+def without_torch_closure(locked: str) -> tuple[str, tuple[str, ...]]:
+    """The lock minus torch and what only the torch install brings.
+
+    requirements-torch.txt is installed first, from the PyTorch index: torch, its companions and
+    every package they pull in (CUDA runtime wheels, triton, sympy, filelock...). The lock holds
+    the rest, installed after it with --no-deps, so nothing the torch step installed is
+    replaced by PyPI's build of it. A package asked for directly (--with) always stays.
+    """
+    entries = _entries(locked)
+    dependents = {name: via for name, _, via in entries}
+    excluded: set[str] = set()
+
+    def torch_side(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name in TORCH_FAMILY:
+            return True
+        via = dependents.get(name, set())
+        if any(v.startswith(("-r ", "-c ")) and "requirements.in" in v for v in via):
+            return False  # asked for directly
+        return any(
+            torch_side(v.lower().replace("_", "-"), seen | {name})
+            for v in via
+            if not v.startswith("-") and v.lower() not in seen
+        )
+
+    kept = []
+    for name, lines, _ in entries:
+        if torch_side(name):
+            excluded.add(name)
+        else:
+            kept.append("\n".join(lines))
+    return ("\n".join(kept) + "\n" if kept else ""), tuple(sorted(excluded))
+
+
+def compile_lock(
+    requirements_in: str,
+    python: str,
+    timeout_s: float = 180.0,
+    constraints: tuple[str, ...] = (),
+) -> str:
+    """requirements.in text -> a hashed lock, by `uv pip compile` against the package index.
+
+    `constraints` (the torch pins) keep the resolution consistent with the torch release the
+    environment gets, so a --with package that needs torch resolves against the right one.
+    """
     uv = uv_binary()
     if uv is None:
         raise DlrigError(
@@ -70,28 +143,28 @@ def compile_lock(requirements_in: str, python: str, timeout_s: float = 180.0) ->
     with tempfile.TemporaryDirectory(prefix="dlrig-lock-") as folder:
         source = Path(folder) / "requirements.in"
         source.write_text(requirements_in)
+        argv = [
+            uv,
+            "pip",
+            "compile",
+            str(source),
+            "--generate-hashes",
+            "--python-version",
+            python,
+            "--python-platform",
+            "linux",
+            "--quiet",
+            "--no-progress",
+            "--no-header",
+        ]
+        if constraints:
+            pins = Path(folder) / "torch-constraints.txt"
+            pins.write_text("\n".join(constraints) + "\n")
+            argv += ["--constraint", str(pins)]
         env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", NO_COLOR="1")
         try:
             result = subprocess.run(
-                [
-                    uv,
-                    "pip",
-                    "compile",
-                    str(source),
-                    "--generate-hashes",
-                    "--python-version",
-                    python,
-                    "--python-platform",
-                    "linux",
-                    "--quiet",
-                    "--no-progress",
-                    "--no-header",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                env=env,
-                cwd=folder,
+                argv, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=folder
             )
         except subprocess.TimeoutExpired:
             raise DlrigError(
@@ -139,7 +212,11 @@ def files_for(
         ),
         GeneratedFile(
             "lock.sh",
-            render("env/lock.sh.j2", header=head, python=choice.python),
+            render(
+                "env/lock.sh.j2",
+                header=head,
+                relock=_relock_command(choice, packages, options.name),
+            ),
             "shell",
             "re-lock requirements.in with uv",
             executable=True,
@@ -148,8 +225,19 @@ def files_for(
     decisions = list(choice.decisions)
     if options.lock:
         body = "\n".join(packages) + "\n"
-        locked = compile_lock(body, choice.python, options.timeout_s)
-        note = "# Locked by uv pip compile --generate-hashes from requirements.in (torch: see requirements-torch.txt).\n"
+        raw = compile_lock(body, choice.python, options.timeout_s, choice.requirements)
+        locked, left_out = without_torch_closure(raw)
+        note = (
+            "# Locked by uv pip compile --generate-hashes from requirements.in, resolved against\n"
+            f"# {' '.join(choice.requirements)} (requirements-torch.txt). Install requirements-torch.txt\n"
+            "# FIRST, then this file with: pip install --no-deps --require-hashes -r requirements.lock\n"
+        )
+        if left_out:
+            note += (
+                "# Left out, because the torch install brings them from the PyTorch index: "
+                + ", ".join(left_out)
+                + "\n"
+            )
         files.append(
             GeneratedFile(
                 "requirements.lock",
@@ -162,10 +250,34 @@ def files_for(
             Decision(
                 "lock",
                 f"{locked.count('==')} pinned package(s) with hashes",
-                f"uv pip compile for Python {choice.python}, linux",
+                f"uv pip compile for Python {choice.python}, linux, constrained to "
+                f"{choice.requirements[0]}; {len(left_out)} package(s) the torch install brings "
+                "are left out, so installing the lock after torch (--no-deps) swaps nothing",
             )
         )
     return files, decisions
+
+
+def _relock_command(choice: TorchChoice, packages: tuple[str, ...], name: str) -> str:
+    """The `dlrig provision env --lock` that reproduces this environment's lock: the torch
+    release and wheel variant and the Python are given exactly, so the resolver chooses the same."""
+    import shlex
+
+    pinned = choice.requirements[0].split("==", 1)[-1].removesuffix(".*")  # "1.12.0" | "2.9"
+    words = [
+        "dlrig",
+        "provision",
+        "env",
+        "--torch",
+        f"{pinned}+{choice.cuda_variant}",
+        "--python",
+        choice.python,
+        "--name",
+        name,
+    ]
+    for package in packages:
+        words += ["--with", package]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def generate(facts: Facts, options: EnvOptions | None = None, **kwargs: object) -> Bundle:
@@ -176,7 +288,7 @@ def generate(facts: Facts, options: EnvOptions | None = None, **kwargs: object) 
             f"--name {options.name}: not an environment name",
             fix="use letters, digits, '-', '_' or '.'",
         )
-    choice = torch_choice(facts, cuda_variant=options.cuda_variant)
+    choice = torch_choice(facts, cuda_variant=wheel_variant_for_cuda(facts, options.cuda_variant))
     files, decisions = files_for(facts, options, choice)
     warnings = []
     if not options.lock:

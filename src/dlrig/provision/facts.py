@@ -6,6 +6,7 @@ that box whatever torch it has now.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,60 @@ def _architecture(name: str | None, capability: str | None) -> str | None:
     return None
 
 
+_TORCH = re.compile(r"\d+\.\d+(\.\d+)?(\+[A-Za-z0-9.]+)?")
+_PYTHON = re.compile(r"\d+\.\d+(\.\d+)?")
+_DRIVER = re.compile(r"\d{3}\.\d{1,3}(\.\d{1,3})?")
+_CUDA = re.compile(r"\d{1,2}\.\d(\.\d+)?")
+
+
+def check_stated(stated: Stated) -> None:
+    """One clear line for a stated fact that is not a value dlrig can use (exit 2)."""
+    from dlrig.knowledge import cuda, pytorch
+    from dlrig.knowledge.versions import build_variant, local_variant, minor_of
+
+    if stated.torch is not None:
+        known = pytorch.releases()
+        if not _TORCH.fullmatch(stated.torch.strip()):
+            raise InputError(
+                f"--torch {stated.torch}: not a torch release",
+                fix="give a release such as --torch 2.9 or --torch 1.12.0+cu116",
+            )
+        if minor_of(stated.torch) not in known:
+            raise InputError(
+                f"--torch {stated.torch}: not a torch release in dlrig's tables ({known[0]} to {known[-1]})",
+                fix=f"give one of {known[0]} ... {known[-1]}, e.g. --torch {known[-1]}",
+            )
+        variant = local_variant(stated.torch)
+        if variant is not None and build_variant(stated.torch) is None:
+            raise InputError(
+                f"--torch {stated.torch}: +{variant} is not a wheel variant",
+                fix="use a variant such as +cu118, +cu128 or +cpu, or leave it out",
+            )
+    if stated.python is not None:
+        major = stated.python.split(".")[0]
+        if not _PYTHON.fullmatch(stated.python.strip()) or major not in {"2", "3"}:
+            raise InputError(
+                f"--python {stated.python}: not a Python version",
+                fix="give major.minor, e.g. --python 3.11",
+            )
+    if stated.driver is not None and not _DRIVER.fullmatch(stated.driver.strip()):
+        raise InputError(
+            f"--driver {stated.driver}: not an NVIDIA driver version",
+            fix="give the version nvidia-smi prints, e.g. --driver 580.95.05",
+        )
+    if stated.cuda is not None:
+        if not _CUDA.fullmatch(stated.cuda.strip()):
+            raise InputError(
+                f"--cuda {stated.cuda}: not a CUDA version",
+                fix="give major.minor, e.g. --cuda 12.8",
+            )
+        if cuda.driver_requirement(stated.cuda.strip()) is None:
+            raise InputError(
+                f"--cuda {stated.cuda}: not a CUDA release in dlrig's tables",
+                fix="give a released toolkit, e.g. --cuda 12.8 or --cuda 13.0",
+            )
+
+
 def from_machine(machine: Machine, origin: str) -> Facts:
     from dlrig.knowledge import gpus
     from dlrig.knowledge.provision import match_os_release
@@ -64,6 +119,9 @@ def from_machine(machine: Machine, origin: str) -> Facts:
         else None
     )
     cuda = machine.cuda_toolkit.nvcc_version if machine.cuda_toolkit else None
+    python = (machine.frameworks.python_version if machine.frameworks else None) or (
+        machine.os.python_version if machine.os else None
+    )
     return Facts(
         origin=origin,
         gpu=spec,
@@ -75,8 +133,8 @@ def from_machine(machine: Machine, origin: str) -> Facts:
         driver_version=machine.driver.version if machine.driver else None,
         torch=torch,
         cuda=".".join(cuda.split(".")[:2]) if cuda else None,
-        python=(machine.frameworks.python_version if machine.frameworks else None)
-        or (machine.os.python_version if machine.os else None),
+        python=python,
+        python_from="the snapshot's interpreter" if python else None,
         machine=machine,
     )
 
@@ -87,16 +145,11 @@ def apply_stated(facts: Facts, stated: Stated) -> Facts:
     from dlrig.knowledge import gpus
     from dlrig.knowledge.provision import os_release
 
+    check_stated(stated)
     changes: dict[str, Any] = {}
     if stated.gpu:
-        spec = gpus.catalogue().resolve(stated.gpu)
-        if spec is None:
-            close = gpus.catalogue().suggestions(stated.gpu)
-            raise InputError(
-                f"--gpu {stated.gpu}: not a GPU model in the catalogue",
-                fix=("did you mean " + ", ".join(close) + "? " if close else "")
-                + "list them with: dlrig fit --list-gpus",
-            )
+        match = gpus.lookup(stated.gpu)
+        spec = match.spec
         if spec.vendor != "nvidia":
             raise InputError(
                 f"--gpu {stated.gpu}: dlrig provision writes NVIDIA stacks; {spec.name} is {spec.vendor}",
@@ -107,6 +160,8 @@ def apply_stated(facts: Facts, stated: Stated) -> Facts:
             gpu_name=spec.name,
             compute_capability=spec.compute_capability,
             architecture=spec.architecture,
+            gpu_note=match.note,
+            gpu_note_source=match.source,
         )
         if facts.gpu_count is None and stated.gpu_count is None:
             changes["gpu_count"] = 1
@@ -117,11 +172,15 @@ def apply_stated(facts: Facts, stated: Stated) -> Facts:
     for name in ("torch", "cuda", "python"):
         value = getattr(stated, name)
         if value:
-            changes[name] = value
+            changes[name] = value.strip()
+    if stated.python:
+        changes["python_from"] = "stated"
     if stated.driver:
-        changes["driver_version"] = stated.driver
+        changes["driver_version"] = stated.driver.strip()
     if not changes:
         return facts
+    fields = ("gpu", "gpu_count", "os", "torch", "cuda", "python", "driver")
+    changes["stated"] = frozenset(n for n in fields if getattr(stated, n) not in (None, ""))
     origin = facts.origin if facts.origin != "stated facts" else "stated facts"
     if facts.machine is not None:
         origin = f"{facts.origin} with stated facts"

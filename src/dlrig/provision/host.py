@@ -20,13 +20,30 @@ _DISTRO_PACKAGES = {
     "apt": ("ca-certificates", "curl", "gnupg"),
     "dnf": ("ca-certificates", "curl", "dnf-plugins-core"),
 }
-_HEADERS = {"apt": "linux-headers-$(uname -r)", "dnf": "kernel-devel-$(uname -r)"}
+# The kernel's own headers, for DKMS to build the driver's modules against the running kernel.
+_HEADERS = {
+    "apt": ("linux-headers-$(uname -r)",),
+    "dnf": ("kernel-devel-$(uname -r)", "kernel-headers-$(uname -r)"),
+}
 _OS_GLOB = {
     "ubuntu-22.04": "ubuntu-22.04",
     "ubuntu-24.04": "ubuntu-24.04",
     "debian-12": "debian-12",
     "rocky-9": "rocky-9*|rhel-9*|almalinux-9*",
 }
+# The Container Toolkit's own check ("Running a Sample Workload with Docker": `docker run --rm
+# --runtime=nvidia --gpus all ubuntu nvidia-smi`): nvidia-smi comes from the host driver, so a
+# plain OS image tests the runtime without a CUDA floor of its own.
+_SMOKE_IMAGES = {
+    "ubuntu-22.04": "ubuntu:22.04",
+    "ubuntu-24.04": "ubuntu:24.04",
+    "debian-12": "debian:12",
+    "rocky-9": "rockylinux/rockylinux:9",
+}
+_SMOKE_SOURCE = (
+    "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/sample-workload.html "
+    "('sudo docker run --rm --runtime=nvidia --gpus all ubuntu nvidia-smi'; secondary: not re-read here)"
+)
 
 
 @dataclass(frozen=True)
@@ -45,11 +62,13 @@ def _need(found: RepoPackage | None, what: str, os_id: str, fix: str) -> RepoPac
 
 
 def _pinned(package: RepoPackage, family: str) -> str:
-    """apt installs an exact version where the table has one (cuDNN 8 builds per CUDA)."""
+    """An exact build where the table has one (cuDNN 8 and NCCL are built per CUDA release)."""
+    if not package.version:
+        return package.package
     return (
         f"{package.package}={package.version}"
-        if package.version and family == "apt"
-        else package.package
+        if family == "apt"
+        else f"{package.package}-{package.version}"
     )
 
 
@@ -68,10 +87,31 @@ def _stream(os_id: str, branch: str, modules: str) -> RepoPackage | None:
     return None
 
 
+def _check_gpu_present(facts: Facts) -> None:
+    """A machine whose facts show no NVIDIA GPU gets no driver install unless --gpu says which."""
+    machine = facts.machine
+    if machine is None or "gpu" in facts.stated:
+        return
+    pci = machine.driver.nvidia_pci_devices if machine.driver else None
+    if machine.gpus:
+        return
+    if pci == 0:
+        raise InputError(
+            f"provision host: {facts.origin} has no NVIDIA GPU (nvidia-smi lists none and the "
+            "PCI bus has no NVIDIA display or 3D controller): no driver to install",
+            fix="run it on the GPU machine, or give --gpu MODEL to write the script for another one",
+        )
+    if pci:
+        raise InputError(
+            f"provision host: {facts.origin} has {pci} NVIDIA PCI device(s) but no driver to name "
+            "the model, and the kernel modules depend on its architecture",
+            fix="give the model with --gpu MODEL (e.g. --gpu a100-sxm4-80gb)",
+        )
+
+
 def generate(facts: Facts, options: HostOptions | None = None, **kwargs: object) -> Bundle:
     from dlrig.knowledge.provision import repo_package, toolkit_minors
-    from dlrig.provision.docker import smoke_test_image
-    from dlrig.provision.stack import driver_choice, torch_choice
+    from dlrig.provision.stack import check_toolkit, driver_choice, torch_choice
 
     options = options or HostOptions(**kwargs)  # type: ignore[arg-type]
     if facts.os is None:
@@ -79,38 +119,42 @@ def generate(facts: Facts, options: HostOptions | None = None, **kwargs: object)
             "provision host: the OS release is not known",
             fix="give --os ubuntu-22.04|ubuntu-24.04|debian-12|rocky-9, or --machine SNAPSHOT",
         )
+    _check_gpu_present(facts)
     os_release = facts.os
     decisions: list[Decision] = [
         Decision("OS release", os_release.id, f"from {facts.origin}", os_release.source)
     ]
     needs_driver: tuple[str, ...] = ()
     if facts.torch:
+        # The script installs no torch; the wheel the machine will run only sets a driver floor.
         choice = torch_choice(facts)
-        decisions.extend(choice.decisions)
         if choice.min_driver:
             needs_driver = (choice.min_driver,)
             decisions.append(
                 Decision(
                     f"driver for torch {choice.torch_minor} {choice.cuda_variant}",
                     f">= {choice.min_driver}",
-                    f"the wheel's CUDA {choice.cuda_version} needs it (resolver)",
+                    f"the wheel's CUDA {choice.cuda_version} needs it (resolver); the torch "
+                    "wheels themselves come from `dlrig provision env`",
                 )
             )
     cuda = facts.cuda
     toolkit = None
     if cuda:
         minor = ".".join(cuda.split(".")[:2])
+        offered = toolkit_minors(os_release.id)
         toolkit = repo_package(os_release.id, "cuda_toolkit", cuda=minor)
         if toolkit is None:
             raise InputError(
                 f"--cuda {cuda}: NVIDIA's {os_release.cuda_repo} repository has no CUDA {minor} toolkit "
                 "(per dlrig's table of what it holds)",
                 fix="choose one of "
-                + ", ".join(toolkit_minors(os_release.id))
+                + ", ".join(offered)
                 + " for "
                 + os_release.id
                 + ", or another --os",
             )
+        targets = check_toolkit(minor, facts, offered, os_release.id)
         cuda = minor
         decisions.append(
             Decision(
@@ -120,6 +164,8 @@ def generate(facts: Facts, options: HostOptions | None = None, **kwargs: object)
                 toolkit.source,
             )
         )
+        if targets is not None:
+            decisions.append(targets)
     driver = driver_choice(facts, needs_cuda=(cuda,) if cuda else (), needs_driver=needs_driver)
     decisions.extend(driver.decisions)
     component = "driver_open" if driver.kernel_modules == "open" else "driver_proprietary"
@@ -138,14 +184,14 @@ def generate(facts: Facts, options: HostOptions | None = None, **kwargs: object)
             repo_package(os_release.id, "persistenced"), "nvidia-persistenced", os_release.id, fix
         ),
         "distro_packages": _DISTRO_PACKAGES[os_release.family],
-        "headers_package": _HEADERS[os_release.family],
+        "headers_packages": _HEADERS[os_release.family],
         "os_glob": _OS_GLOB.get(os_release.id, os_release.id),
         "cudnn": None,
         "cudnn_install": (),
         "nccl": None,
-        "nccl_dev": None,
+        "nccl_install": (),
         "container_toolkit": None,
-        "smoke_image": smoke_test_image(os_release, driver.branch),
+        "smoke_image": _SMOKE_IMAGES.get(os_release.id, "ubuntu:24.04"),
     }
     if os_release.family == "apt":
         values["keyring"] = _need(
@@ -164,6 +210,24 @@ def generate(facts: Facts, options: HostOptions | None = None, **kwargs: object)
             os_release.id,
             fix,
         )
+        epel = _need(repo_package(os_release.id, "epel_release"), "EPEL", os_release.id, fix)
+        crb = _need(repo_package(os_release.id, "crb_repo"), "CRB", os_release.id, fix)
+        values["epel"], values["crb"] = epel, crb
+        values["epel_rhel"] = _need(
+            repo_package(os_release.id, "epel_release_rhel"), "EPEL for RHEL", os_release.id, fix
+        )
+        values["crb_rhel"] = _need(
+            repo_package(os_release.id, "crb_repo_rhel"), "CRB for RHEL", os_release.id, fix
+        )
+        decisions.append(
+            Decision(
+                "EPEL and CRB",
+                f"{crb.package} enabled, then {epel.package}",
+                "the driver packages depend on dkms, which only EPEL has; EPEL needs CodeReady "
+                "Builder (crb on Rocky/Alma, codeready-builder-for-rhel-9 on RHEL)",
+                epel.source,
+            )
+        )
     if options.cudnn:
         if not cuda:
             raise InputError(
@@ -181,9 +245,35 @@ def generate(facts: Facts, options: HostOptions | None = None, **kwargs: object)
             _pinned(p, os_release.family) for p in (cudnn, dev) if p is not None
         )
     if options.nccl:
-        values["nccl"] = _need(repo_package(os_release.id, "nccl"), "NCCL", os_release.id, fix)
-        values["nccl_dev"] = _need(
-            repo_package(os_release.id, "nccl_dev"), "NCCL headers", os_release.id, fix
+        if not cuda:
+            raise InputError(
+                "--nccl needs --cuda: NCCL is built per CUDA release",
+                fix="give the CUDA toolkit too, e.g. --cuda 12.8 --nccl",
+            )
+        have = ", ".join(
+            str(p.cuda_min.truncated(2))
+            for p in _nccl_builds(os_release.id)
+            if p.cuda_min is not None
+        )
+        nccl = _need(
+            repo_package(os_release.id, "nccl", cuda=cuda),
+            f"NCCL build pinned to CUDA {cuda}",
+            os_release.id,
+            f"choose a --cuda with a recorded NCCL build ({have}), or drop --nccl",
+        )
+        nccl_dev = repo_package(os_release.id, "nccl_dev", cuda=cuda)
+        values["nccl"] = nccl
+        values["nccl_install"] = tuple(
+            _pinned(p, os_release.family) for p in (nccl, nccl_dev) if p is not None
+        )
+        decisions.append(
+            Decision(
+                "NCCL",
+                " ".join(values["nccl_install"]),  # type: ignore[arg-type]
+                f"the build for CUDA {cuda}: the repository's newest NCCL is built for its newest "
+                "CUDA, so an unpinned install would not match the toolkit",
+                nccl.source,
+            )
         )
     if options.container_toolkit:
         values["container_toolkit"] = _need(
@@ -191,6 +281,15 @@ def generate(facts: Facts, options: HostOptions | None = None, **kwargs: object)
             "nvidia-container-toolkit",
             os_release.id,
             fix,
+        )
+        decisions.append(
+            Decision(
+                "container check",
+                f"docker run --rm --runtime=nvidia --gpus all {values['smoke_image']} nvidia-smi",
+                "NVIDIA's sample workload: nvidia-smi comes from the host driver, so the plain OS "
+                "image adds no CUDA floor of its own",
+                _SMOKE_SOURCE,
+            )
         )
     text = render("host/install.sh.j2", **values)
     return Bundle(
@@ -207,3 +306,9 @@ def generate(facts: Facts, options: HostOptions | None = None, **kwargs: object)
         ),
         decisions=tuple(decisions),
     )
+
+
+def _nccl_builds(os_id: str) -> list[RepoPackage]:
+    from dlrig.knowledge.provision import repo_packages
+
+    return [p for p in repo_packages() if p.os_release == os_id and p.component == "nccl"]

@@ -69,6 +69,17 @@ def generate(facts: Facts, options: MonitorK8sOptions | None = None, **kwargs: o
             "monitoring reads every GPU without requesting one: a nvidia.com/gpu request would take GPUs from jobs",
         ),
         Decision(
+            "host PID and network",
+            "hostPID: true, hostNetwork: true",
+            "NVML names GPU processes by host PID: only in the node's PID namespace does "
+            "/proc/<pid>/cgroup name their container and Kubernetes pod (the pod's /proc is then "
+            "the node's process table, so no host /proc mount is needed); hostNetwork gives the "
+            "node's network readings. Security cost: the pod sees every process on the node and "
+            "listens on the node's addresses outside NetworkPolicies; it keeps no capabilities, "
+            "no privilege escalation and a read-only root filesystem (as dcgm-exporter's and "
+            "node-exporter's DaemonSets use host namespaces)",
+        ),
+        Decision(
             "node selection",
             options.node_selector,
             "the label NVIDIA's GPU feature discovery sets on GPU nodes",

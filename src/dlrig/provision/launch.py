@@ -36,7 +36,7 @@ class LaunchOptions:
     image: str = "pytorch/pytorch:latest"
     namespace: str | None = None
     shm_size: str = "16Gi"
-    memory_limit: str = "64Gi"
+    memory: str | None = None  # a pod memory limit (= request); None: derived request, no limit
 
 
 def _job_name(options: LaunchOptions) -> str:
@@ -63,12 +63,14 @@ def generate(facts: Facts, options: LaunchOptions | None = None, **kwargs: objec
         raise InputError(
             f"--nodes {options.nodes}: must be at least 1", fix="give --nodes 1 or more"
         )
-    gpus = options.gpus_per_node if options.gpus_per_node is not None else (facts.gpu_count or 1)
-    if gpus < 0:
+    if options.gpus_per_node is not None and options.gpus_per_node < 1:
         raise InputError(
-            f"--gpus-per-node {gpus}: must be 0 or more", fix="give --gpus-per-node 0 for CPU"
+            f"--gpus-per-node {options.gpus_per_node}: a launch runs one process per GPU, so it "
+            "needs at least 1",
+            fix="give --gpus-per-node 1 or more (leave it out to use the facts' GPU count)",
         )
-    nproc = max(gpus, 1)  # a CPU-only node still runs one (gloo) process
+    gpus = options.gpus_per_node if options.gpus_per_node is not None else (facts.gpu_count or 1)
+    nproc = max(gpus, 1)  # a machine whose facts show no GPU still runs one (gloo) process
     decisions = [
         Decision(
             "processes per node",
@@ -84,19 +86,24 @@ def generate(facts: Facts, options: LaunchOptions | None = None, **kwargs: objec
             )
         files = [_torchrun(facts, options, nproc)]
     elif options.scheduler == "slurm":
-        files = [_slurm(facts, options, gpus, nproc)]
+        slurm_file, cpus_decision = _slurm(facts, options, gpus, nproc)
+        files = [slurm_file]
+        decisions.append(cpus_decision)
         decisions.append(
             Decision(
                 "rendezvous",
                 "c10d at the head node's address, port " + str(options.rdzv_port),
-                "head node = first of `scontrol show hostnames $SLURM_JOB_NODELIST`, its address "
-                "from `srun -w HEAD hostname --ip-address`; --nnodes=$SLURM_NNODES",
+                "head node = first of `scontrol show hostnames $SLURM_JOB_NODELIST`; its address is "
+                "the NodeAddr Slurm itself reaches it at (`scontrol show node HEAD`; the node name "
+                "when unset), not `hostname --ip-address`, which gives 127.0.1.1 where /etc/hosts "
+                "maps the host name there (Debian/Ubuntu); --nnodes=$SLURM_NNODES",
                 "pytorch/examples:distributed/ddp-tutorial-series/slurm/sbatch_run.sh (via "
                 "shared/docs/notes/provision_hardware.md §1.7)",
             )
         )
     else:
-        files = _kubeflow(facts, options, gpus, nproc)
+        files, memory_decision = _kubeflow(facts, options, gpus, nproc)
+        decisions.append(memory_decision)
         decisions.append(
             Decision(
                 "process count",
@@ -124,11 +131,30 @@ def _torchrun(facts: Facts, options: LaunchOptions, nproc: int) -> GeneratedFile
     return GeneratedFile("launch.sh", text, "shell", "torchrun on this machine", executable=True)
 
 
-def _slurm(facts: Facts, options: LaunchOptions, gpus: int, nproc: int) -> GeneratedFile:
+def _slurm(
+    facts: Facts, options: LaunchOptions, gpus: int, nproc: int
+) -> tuple[GeneratedFile, Decision]:
     cpus = options.cpus_per_task
-    if cpus is None:
-        cores = facts.machine.cpu.threads if facts.machine and facts.machine.cpu else None
-        cpus = max(1, min(cores or 4 * nproc, 8 * nproc))
+    threads = facts.machine.cpu.threads if facts.machine and facts.machine.cpu else None
+    if cpus is not None:
+        why = "stated with --cpus-per-task"
+    elif threads:
+        cpus = max(1, min(threads, 8 * nproc))
+        why = (
+            f"the node's {threads} logical CPUs (snapshot), at most 8 per process: torchrun's "
+            "ranks and their DataLoader workers share them"
+        )
+    else:
+        cpus = 4 * nproc
+        why = (
+            f"4 per process ({nproc} per node): the node's CPU count is not in the facts (give "
+            "--machine SNAPSHOT or --cpus-per-task); DataLoader workers need cores beside each rank"
+        )
+    why += (
+        "; srun gets them too (--cpus-per-task=$SLURM_CPUS_PER_TASK and SRUN_CPUS_PER_TASK): "
+        "since Slurm 22.05 srun no longer inherits sbatch's --cpus-per-task, and a step without "
+        "it runs every rank on one CPU where tasks are bound"
+    )
     if not re.fullmatch(r"(\d+-)?\d+(:\d{2}){0,2}", options.time_limit):
         raise InputError(
             f"--time {options.time_limit}: not a Slurm time limit",
@@ -149,12 +175,65 @@ def _slurm(facts: Facts, options: LaunchOptions, gpus: int, nproc: int) -> Gener
         script=options.script,
         script_args=options.script_args,
     )
-    return GeneratedFile(
-        "train.sbatch", text, "shell", "Slurm batch job (sbatch train.sbatch)", executable=True
+    decision = Decision(
+        "CPUs per node task",
+        str(cpus),
+        why,
+        "Slurm 22.05 release notes ('srun will no longer read in SLURM_CPUS_PER_TASK ... set the "
+        "new SRUN_CPUS_PER_TASK environment variable'), via the QA report; reframe-hpc/reframe#2655",
+    )
+    return (
+        GeneratedFile(
+            "train.sbatch", text, "shell", "Slurm batch job (sbatch train.sbatch)", executable=True
+        ),
+        decision,
     )
 
 
-def _kubeflow(facts: Facts, options: LaunchOptions, gpus: int, nproc: int) -> list[GeneratedFile]:
+_QUANTITY = re.compile(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G|T)?")
+
+
+def _memory(facts: Facts, options: LaunchOptions, gpus: int) -> tuple[dict[str, str], Decision]:
+    """The pod's memory: a stated limit, or a request from the node's RAM and no limit."""
+    if options.memory is not None:
+        if not _QUANTITY.fullmatch(options.memory):
+            raise InputError(
+                f"--memory {options.memory}: not a Kubernetes quantity", fix="give e.g. 400Gi"
+            )
+        return {"requests": options.memory, "limits": options.memory}, Decision(
+            "pod memory",
+            f"request = limit = {options.memory}",
+            "stated with --memory; the /dev/shm emptyDir (medium: Memory) counts against the "
+            f"limit, so {options.shm_size} of it is shared memory",
+        )
+    machine = facts.machine
+    total = machine.memory.total_bytes if machine and machine.memory else None
+    node_gpus = len(machine.gpus) if machine and machine.gpus else None
+    if total:
+        share = min(1.0, gpus / node_gpus) if node_gpus else 1.0
+        gib = max(1, int(total * share * 0.75 / 1024**3))
+        return {"requests": f"{gib}Gi"}, Decision(
+            "pod memory",
+            f"request {gib}Gi, no limit",
+            f"three quarters of the node's {total / 1024**3:.0f} GiB RAM"
+            + (f" x {gpus}/{node_gpus} GPUs" if node_gpus and share < 1 else "")
+            + " (snapshot), so the pod lands on a node that has it while the kubelet's reserve "
+            "stays free; no limit, because a limit OOM-kills the pod when ranks, DataLoader "
+            "workers, checkpoint saving and the /dev/shm emptyDir (which counts against it) add "
+            "up; give --memory SIZE for a hard limit",
+        )
+    return {}, Decision(
+        "pod memory",
+        "no request, no limit",
+        "the node's RAM is not in the facts (give --machine SNAPSHOT for a request sized from "
+        "it, or --memory SIZE for a limit); without a limit the pod may use the node's memory, "
+        "including the /dev/shm emptyDir",
+    )
+
+
+def _kubeflow(
+    facts: Facts, options: LaunchOptions, gpus: int, nproc: int
+) -> tuple[list[GeneratedFile], Decision]:
     script = " ".join(shlex.quote(w) for w in (options.script, *options.script_args))
     # The operator injects PET_* and MASTER_* into the pod; torchrun reads them here.
     command = (
@@ -162,6 +241,7 @@ def _kubeflow(facts: Facts, options: LaunchOptions, gpus: int, nproc: int) -> li
         '--node-rank="${PET_NODE_RANK}" --master-addr="${MASTER_ADDR}" '
         f'--master-port="${{MASTER_PORT}}" {script}'
     )
+    memory, memory_decision = _memory(facts, options, gpus)
     roles = [("Master", 1)]
     if options.nodes > 1:
         roles.append(("Worker", options.nodes - 1))
@@ -174,7 +254,7 @@ def _kubeflow(facts: Facts, options: LaunchOptions, gpus: int, nproc: int) -> li
         "nproc": nproc,
         "nodes": options.nodes,
         "shm_size": options.shm_size,
-        "memory_limit": options.memory_limit,
+        "memory": memory,
     }
     pytorchjob = render("launch/pytorchjob.yaml.j2", roles=roles, command=command, **common)
     trainjob = render(
@@ -187,4 +267,4 @@ def _kubeflow(facts: Facts, options: LaunchOptions, gpus: int, nproc: int) -> li
             "pytorchjob.yaml", pytorchjob, "yaml", "Kubeflow training-operator v1 PyTorchJob"
         ),
         GeneratedFile("trainjob.yaml", trainjob, "yaml", "Kubeflow Trainer v2 TrainJob"),
-    ]
+    ], memory_decision

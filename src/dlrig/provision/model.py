@@ -29,7 +29,13 @@ class Facts:
     torch: str | None = None  # the torch release wanted (stated) or installed (snapshot)
     cuda: str | None = None  # the CUDA toolkit wanted on the host ("12.8")
     python: str | None = None  # "3.11"
+    # Where `python` came from: "stated" (--python: a requirement) or the snapshot's own
+    # interpreter (a preference only: a new environment may get another Python).
+    python_from: str | None = None
     machine: Machine | None = None
+    stated: frozenset[str] = frozenset()  # the facts given on the command line
+    gpu_note: str | None = None  # how a short --gpu name was taken ("h100" -> h100-sxm5-80gb)
+    gpu_note_source: str | None = None
     argv: tuple[str, ...] = ()  # the command line that made the files, for the header
 
     def summary(self) -> str:
@@ -71,6 +77,7 @@ class Facts:
             "torch": self.torch,
             "cuda": self.cuda,
             "python": self.python,
+            "python_from": self.python_from,
         }
 
 

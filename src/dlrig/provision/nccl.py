@@ -58,6 +58,22 @@ def refused(key: str, value: str) -> str | None:
     return None
 
 
+def _matches(spec: str, interfaces: list[str]) -> list[str]:
+    """The interfaces an NCCL_SOCKET_IFNAME value selects: comma-separated prefixes, '=' for
+    exact names, '^' to exclude (NCCL's parser: the prefix characters apply to the whole list)."""
+    text = spec.strip()
+    exclude = text.startswith("^")
+    text = text[1:] if exclude else text
+    exact = text.startswith("=")
+    text = text[1:] if exact else text
+    names = [n for n in text.split(",") if n]
+
+    def hit(interface: str) -> bool:
+        return any(interface == n if exact else interface.startswith(n) for n in names)
+
+    return [i for i in interfaces if hit(i) != exclude]
+
+
 def generate(facts: Facts, options: NcclOptions | None = None, **kwargs: object) -> Bundle:
     from dlrig.knowledge.provision import nccl_variables
 
@@ -83,25 +99,66 @@ def generate(facts: Facts, options: NcclOptions | None = None, **kwargs: object)
                 )
             warnings.append(f"refused {reason} ({why}); source: {known.source}")
             decisions.append(Decision(key, "refused", reason, known.source))
+            if known.kept_instead and not known.refuses(known.kept_instead):
+                settings[key] = (
+                    known.kept_instead,
+                    f"in place of the refused {value} ({why}): {known.reason}",
+                )
             return
+        if key not in variables:
+            warnings.append(
+                f"{key}={value} ({why}) is not a variable in dlrig's table of NCCL's documented "
+                "ones: kept, but check the spelling against the NCCL version you run"
+            )
         settings[key] = (value, why)
 
+    existing: dict[str, str] = {}
     if facts.machine is not None and facts.machine.nccl is not None and options.keep_existing:
         files = ", ".join(facts.machine.nccl.conf_files) or "nccl.conf"
         for key, value in facts.machine.nccl.conf:
+            existing[key] = value
+            if key == "NCCL_SOCKET_IFNAME" and not options.socket_ifname:
+                continue  # decided below, against the machine's interfaces
             offer(key, value, f"kept from {files}", stated=False)
+    network = facts.machine.network if facts.machine else None
     interfaces = _cluster_interfaces(facts)
+    every = [i.name for i in network or ()]
     if options.socket_ifname:
         offer(
             "NCCL_SOCKET_IFNAME", options.socket_ifname, "stated with --socket-ifname", stated=True
         )
+    elif "NCCL_SOCKET_IFNAME" in existing:
+        value = existing["NCCL_SOCKET_IFNAME"]
+        selected = _matches(value, every) if every else []
+        if not every or selected:
+            offer(
+                "NCCL_SOCKET_IFNAME",
+                value,
+                "kept from the machine's nccl.conf (a system choice)"
+                + (f": selects {', '.join(selected)}" if selected else ""),
+                stated=False,
+            )
+        elif interfaces:
+            chosen = "=" + ",".join(interfaces)
+            warnings.append(
+                f"NCCL_SOCKET_IFNAME={value} in the machine's nccl.conf matches none of its "
+                f"interfaces ({', '.join(every)}): replaced by {chosen}"
+            )
+            offer(
+                "NCCL_SOCKET_IFNAME",
+                chosen,
+                f"the nccl.conf's {value} names no interface here; the up interfaces with an "
+                f"address are {', '.join(interfaces)} ('=' makes NCCL match exact names)",
+                stated=False,
+            )
+        else:
+            offer("NCCL_SOCKET_IFNAME", value, "kept from the machine's nccl.conf", stated=False)
     elif interfaces:
-        value = "=" + ",".join(interfaces) if len(interfaces) == 1 else ",".join(interfaces)
         offer(
             "NCCL_SOCKET_IFNAME",
-            value,
+            "=" + ",".join(interfaces),
             f"the cluster network: up interface(s) with an address ({', '.join(interfaces)}); "
-            "'=' matches the exact name",
+            "'=' makes NCCL match these exact names, not prefixes",
             stated=False,
         )
     hcas = _hcas(facts)
@@ -116,16 +173,20 @@ def generate(facts: Facts, options: NcclOptions | None = None, **kwargs: object)
         )
     for key, value in options.settings:
         offer(key, value, "stated with --set", stated=True)
-    if facts.machine is None and not settings:
+    no_network = facts.machine is None or not network
+    if no_network:
         warnings.append(
-            "no machine facts (give --machine SNAPSHOT): nothing machine-specific was set"
+            "no network facts (give --machine with a `dlrig doctor --save` snapshot of the node): "
+            "no interface or RDMA adapter could be chosen"
         )
     rows = [(k, v, why) for k, (v, why) in settings.items()]
     for key, (value, why) in settings.items():
         decisions.append(
             Decision(key, value, why, variables[key].source if key in variables else None)
         )
-    text = render("nccl/nccl.conf.j2", header=header(facts, "nccl"), settings=rows)
+    text = render(
+        "nccl/nccl.conf.j2", header=header(facts, "nccl"), settings=rows, no_network=no_network
+    )
     return Bundle(
         target="nccl",
         facts=facts,

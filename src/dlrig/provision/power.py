@@ -34,16 +34,25 @@ class PowerOptions:
     install_dir: str = "/usr/local/sbin"
     suspend_time_s: int = 1800
     exclude_nodes: str | None = None
+    slurm_user: str = "slurm"  # SlurmUser of slurm.conf: runs SuspendProgram/ResumeProgram
 
 
-def _limit_bounds(facts: Facts) -> tuple[float | None, str]:
+def _limit_bounds(facts: Facts) -> tuple[float | None, str, float | None, str]:
+    """(highest, where from, lowest, where from) power limit for the GPUs in the facts."""
+    from dlrig.knowledge.provision import power_ranges
+
     gpus = facts.machine.gpus if facts.machine else None
     defaults = [g.power_default_limit_watts for g in gpus or () if g.power_default_limit_watts]
+    top: float | None = None
+    where = ""
     if defaults:
-        return min(defaults), "the GPUs' default power limit in the snapshot"
-    if facts.gpu is not None and facts.gpu.tdp_watts:
-        return facts.gpu.tdp_watts, f"the catalogue TDP of {facts.gpu.id}"
-    return None, ""
+        top, where = min(defaults), "the GPUs' default power limit in the snapshot"
+    elif facts.gpu is not None and facts.gpu.tdp_watts:
+        top, where = facts.gpu.tdp_watts, f"the catalogue TDP of {facts.gpu.id}"
+    known = power_ranges().get(facts.gpu.id) if facts.gpu is not None else None
+    if known is not None:
+        return top, where, known.min_watts, f"nvidia-smi's minimum for {known.gpu} ({known.source})"
+    return top, where, None, ""
 
 
 def _cost(facts: Facts, watts: int, top: float | None) -> tuple[str, str | None]:
@@ -95,13 +104,24 @@ def generate(facts: Facts, options: PowerOptions | None = None, **kwargs: object
     )
     if options.power_limit_watts is not None:
         watts = options.power_limit_watts
-        top, where = _limit_bounds(facts)
+        top, where, bottom, _ = _limit_bounds(facts)
         if watts <= 0 or (top is not None and watts > top):
             raise InputError(
                 f"--power-limit {watts}: outside 1..{top:g} W ({where})"
                 if top
                 else f"--power-limit {watts}: must be positive",
                 fix="choose a limit at or below the default; read the range with `nvidia-smi -q -d POWER`",
+            )
+        if bottom is not None and watts < bottom:
+            raise InputError(
+                f"--power-limit {watts}: below the {bottom:g} W minimum of {facts.gpu.id if facts.gpu else 'the GPU'} "
+                "(nvidia-smi -pl refuses it, so the boot unit would fail)",
+                fix=f"choose {bottom:g} W or more; read the range with `nvidia-smi -q -d POWER`",
+            )
+        if bottom is None:
+            warnings.append(
+                f"the minimum power limit of this GPU is not in dlrig's table: check that {watts} W "
+                "is at or above 'Min Power Limit' in `nvidia-smi -q -d POWER`"
             )
         cost, source = _cost(facts, watts, top)
         decisions.append(Decision("power limit", f"{watts} W", cost, source))
@@ -135,6 +155,7 @@ def generate(facts: Facts, options: PowerOptions | None = None, **kwargs: object
                 bmc_suffix=options.bmc_suffix,
                 password_file=options.password_file,
                 ipmi_user=options.ipmi_user,
+                slurm_user=options.slurm_user,
             ),
             "shell",
             f"power nodes on/off through their BMCs (install as {script_path})",
@@ -142,11 +163,14 @@ def generate(facts: Facts, options: PowerOptions | None = None, **kwargs: object
         )
     )
     schedule = [
-        (options.sleep_at, "soft", "sleep", "Shut GPU nodes down through IPMI"),
-        (options.wake_at, "on", "wake", "Power GPU nodes on through IPMI"),
+        (options.sleep_at, "sleep", "sleep", "Shut idle GPU nodes down through IPMI"),
+        (options.wake_at, "wake", "wake", "Power GPU nodes on through IPMI"),
     ]
     if (options.sleep_at or options.wake_at) and not nodes:
-        warnings.append("no nodes for the IPMI schedule (give --node NAME): timers not written")
+        warnings.append(
+            "no nodes for the IPMI schedule (give --node NAME; only a probed or snapshot host "
+            "is taken by default): timers not written"
+        )
     for time, action, name, what in schedule:
         if time is None or not nodes:
             continue
@@ -179,9 +203,31 @@ def generate(facts: Facts, options: PowerOptions | None = None, **kwargs: object
         Decision(
             "IPMI",
             f"ipmitool -I lanplus, BMC = NODE{options.bmc_suffix}, password file {options.password_file}",
-            "neither IPMI nor the BMC schedules anything: a management host's timers do; credentials "
-            "in a root-only file, never on the command line; check the state before acting",
+            "neither IPMI nor the BMC schedules anything: a management host's timers do; the "
+            "password never on the command line (ipmitool -f); each action reads the power state first",
             "shared/docs/notes/provision_hardware.md §4.1 (ipmitool man page; OleHolmNielsen/Slurm_tools power_save)",
+        )
+    )
+    decisions.append(
+        Decision(
+            "credentials",
+            f"{options.password_file}: owner root, group of SlurmUser {options.slurm_user}, mode 0640",
+            "slurmctld runs SuspendProgram/ResumeProgram as SlurmUser, not root: a root-only "
+            "file would make every Slurm power action fail; create it with `install -m 0640 -o "
+            f'root -g "$(id -gn {options.slurm_user})" /dev/null {options.password_file}` and '
+            "write the password into it (the scripts refuse to run when it is unreadable)",
+            "https://slurm.schedmd.com/power_save.html ('SuspendProgram ... executed as SlurmUser'; "
+            "via shared/docs/notes/provision_hardware.md §4.1)",
+        )
+    )
+    decisions.append(
+        Decision(
+            "night sleep",
+            f"at {options.sleep_at}: drain each Slurm node, power it off only when no job runs there",
+            "a node Slurm knows is drained first (no job starts between the check and the power-"
+            "off), then `squeue -w NODE` decides: with jobs running it stays drained and on; at "
+            f"{options.wake_at} it is powered on and resumed if dlrig drained it. Nodes Slurm does "
+            "not know are powered off directly",
         )
     )
     for role, name, action, word in (
@@ -199,6 +245,7 @@ def generate(facts: Facts, options: PowerOptions | None = None, **kwargs: object
                     action=action,
                     action_word=word,
                     ipmi_script=script_path,
+                    password_file=options.password_file,
                 ),
                 "shell",
                 f"Slurm {role} (install as {options.install_dir}/dlrig-{name})",

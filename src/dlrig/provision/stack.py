@@ -45,6 +45,41 @@ def _today() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
 
 
+def wheel_variant_for_cuda(facts: Facts, cuda_variant: str | None) -> str | None:
+    """The wheel variant a stated --cuda asks for in an environment or image ("12.8" -> cu128).
+
+    Only a *stated* --cuda counts: a snapshot's nvcc is the host toolkit, which torch wheels do
+    not use (they bring their own CUDA runtime). A combination no wheel exists for is refused.
+    """
+    from dlrig.knowledge import pytorch
+    from dlrig.knowledge.versions import local_variant, minor_of
+
+    if "cuda" not in facts.stated or not facts.cuda:
+        return cuda_variant
+    wanted = Version.parse(facts.cuda)
+    assert wanted is not None  # checked by facts.check_stated
+    asked = f"cu{wanted.major}{wanted.minor}"
+    for named, how in ((cuda_variant, "--cuda-variant"), (local_variant(facts.torch), "--torch")):
+        if named and named != asked:
+            raise InputError(
+                f"--cuda {facts.cuda} and {how} {named} disagree: a wheel is built for one CUDA",
+                fix=f"give one of them (--cuda {facts.cuda} means the {asked} wheels)",
+            )
+    if facts.torch:
+        shipped = pytorch.variants_of(facts.torch)
+        for variant in shipped:
+            have = Version.parse(variant.cuda_version)
+            if have is not None and have.truncated(2) == wanted.truncated(2):
+                return variant.cuda_variant
+        names = ", ".join(v.cuda_variant for v in shipped) or "no CUDA wheels"
+        raise InputError(
+            f"--torch {facts.torch} --cuda {facts.cuda}: torch {minor_of(facts.torch)} has no "
+            f"CUDA {wanted.major}.{wanted.minor} wheel (it ships {names})",
+            fix="drop --cuda to let dlrig choose, or pick a torch release built for that CUDA",
+        )
+    return asked
+
+
 def torch_choice(
     facts: Facts, cuda_variant: str | None = None, prefer_python: tuple[str, ...] = ()
 ) -> TorchChoice:
@@ -89,7 +124,9 @@ def torch_choice(
         decisions.append(
             Decision("driver", answer.driver_upgrade.min_version, answer.driver_upgrade.text())
         )
-    python, python_decision = _python_for(install.torch_minor, facts.python, prefer_python)
+    python, python_decision = python_for(
+        install.torch_minor, facts.python, facts.python_from, prefer_python
+    )
     decisions.append(python_decision)
     return TorchChoice(
         torch_minor=install.torch_minor,
@@ -105,9 +142,27 @@ def torch_choice(
     )
 
 
-def _python_for(
-    torch_minor: str, wanted: str | None, prefer: tuple[str, ...] = ()
+def _newest_torch_for_python(python: Version) -> str | None:
+    from dlrig.knowledge.tables import rows
+
+    fitting = [
+        row["torch_version"]
+        for row in rows("provision_torch_python")
+        if (Version.parse(row["python_min"]) or python)
+        <= python
+        <= (Version.parse(row["python_max"]) or python)
+    ]
+    return max(fitting, key=lambda m: Version.parse(m) or Version((0,))) if fitting else None
+
+
+def python_for(
+    torch_minor: str,
+    wanted: str | None,
+    wanted_from: str | None = "stated",
+    prefer: tuple[str, ...] = (),
 ) -> tuple[str, Decision]:
+    """The Python of the new environment: a stated --python must fit the release; the
+    snapshot's own interpreter is only a preference (the environment is a new one)."""
     from dlrig.knowledge.provision import torch_python
 
     span = torch_python(torch_minor)
@@ -117,22 +172,33 @@ def _python_for(
             "python", chosen, f"no Python range recorded for torch {torch_minor}"
         )
     low, high, source = span
+    floor, top = Version.parse(low) or Version((3,)), Version.parse(high) or Version((3, 99))
     if wanted:
         chosen = minor_of(wanted) or wanted
         version = Version.parse(chosen)
-        if version is not None and not (Version.parse(low) or version) <= version <= (
-            Version.parse(high) or version
-        ):
+        fits = version is not None and floor <= version.truncated(2) <= top
+        if fits:
+            return chosen, Decision(
+                "python",
+                chosen,
+                f"from {wanted_from or 'the facts'}; torch {torch_minor} supports {low}-{high}",
+                source,
+            )
+        if wanted_from == "stated":
+            other = _newest_torch_for_python(version) if version is not None else None
+            fix = f"use --python {low}..{high} for torch {torch_minor}"
+            if other and other != torch_minor:
+                fix += f", or --torch {other} (the newest release with Python {chosen} wheels)"
             raise InputError(
                 f"--python {wanted}: torch {torch_minor} has wheels for Python {low} to {high} only",
-                fix=f"use --python {high}, or a newer --torch",
+                fix=fix,
             )
-        return chosen, Decision(
-            "python", chosen, f"from the facts; torch {torch_minor} supports {low}-{high}", source
-        )
+        # The snapshot's interpreter does not fit: the new environment gets one that does.
+        note = f"{wanted_from or 'the facts'} has Python {wanted}, which torch {torch_minor} has no wheels for"
+    else:
+        note = ""
     # From `prefer` (the Pythons a base image ships) the newest that fits; otherwise the newest
     # the release supports but not past 3.12: the newest Pythons lag in other packages' wheels.
-    floor, top = Version.parse(low) or Version((3,)), Version.parse(high) or Version((3, 99))
     fitting = [c for c in prefer if floor <= (Version.parse(c) or floor) <= top]
     if prefer and not fitting:
         raise InputError(
@@ -144,9 +210,10 @@ def _python_for(
     else:
         newest = min(top, Version((3, 12)))
         text = low if floor > newest else f"{newest.major}.{newest.minor}"
-    return text, Decision(
-        "python", text, f"torch {torch_minor} has wheels for Python {low}-{high}", source
-    )
+    why = f"torch {torch_minor} has wheels for Python {low}-{high}"
+    if note:
+        why = f"{note}; the new environment gets {text} ({why})"
+    return text, Decision("python", text, why, source)
 
 
 def driver_choice(
@@ -184,7 +251,13 @@ def driver_choice(
             f"{facts.gpu_name or 'the GPU'}: architecture {facts.architecture} has no driver policy",
             fix="give an NVIDIA data-centre or GeForce GPU of Maxwell or newer with --gpu",
         )
-    if policy is not None and policy.kernel_modules == "unsupported":
+    if policy is None:
+        raise InputError(
+            "the GPU's architecture is not known, and the kernel modules depend on it (open for "
+            "Turing and newer, proprietary for Maxwell to Volta)",
+            fix="give the GPU model with --gpu MODEL (or --machine SNAPSHOT of the box)",
+        )
+    if policy.kernel_modules == "unsupported":
         raise InputError(
             f"{facts.gpu_name}: {facts.architecture} GPUs are not supported by any current driver branch",
             fix="this GPU needs a legacy driver (R470 or older), which dlrig does not provision",
@@ -195,8 +268,16 @@ def driver_choice(
             f"no supported driver branch reaches {minimum}", fix="use an older --cuda or --torch"
         )
     chosen = int(branch.branch.lstrip("R"))
-    why = f"{branch.branch} ({branch.designation or 'branch'}) is the supported long-term branch at or above {minimum}"
-    if policy is not None and policy.last_branch and chosen > int(policy.last_branch):
+    kind = f"{branch.branch} ({branch.designation or 'branch'}"
+    kind += f", supported until {branch.end_of_life:%Y-%m})" if branch.end_of_life else ")"
+    if minimum.parts != (0,):
+        why = f"{kind} is the supported long-term branch at or above {minimum}, the stack's minimum"
+    else:
+        why = (
+            f"{kind} is the supported long-term branch (no CUDA or torch stated: no other minimum)"
+        )
+    source = branch.source
+    if policy.last_branch and chosen > int(policy.last_branch):
         cap = int(policy.last_branch)
         if minimum.major > cap:
             raise InputError(
@@ -205,32 +286,70 @@ def driver_choice(
                 fix="choose an older --cuda/--torch (a CUDA 12.x wheel) for this GPU",
             )
         chosen = cap
-        why = f"R{cap} is the last branch that supports {facts.architecture} GPUs"
+        why = f"R{cap} is the last branch that supports {facts.architecture} GPUs (newer: {branch.branch})"
+        source = policy.source
+    decisions.append(Decision("driver branch", f"R{chosen}", why, source))
+    modules = "proprietary" if policy.kernel_modules == "proprietary" else "open"
     decisions.append(
-        Decision("driver branch", f"R{chosen}", why, policy.source if policy else branch.source)
+        Decision(
+            "kernel modules",
+            modules,
+            f"{facts.architecture}: {policy.kernel_modules}",
+            policy.source,
+        )
     )
-    modules = "open"
-    if policy is not None:
-        modules = "proprietary" if policy.kernel_modules == "proprietary" else "open"
-        decisions.append(
-            Decision(
-                "kernel modules",
-                modules,
-                f"{facts.architecture}: {policy.kernel_modules}",
-                policy.source,
-            )
-        )
-    else:
-        decisions.append(
-            Decision(
-                "kernel modules",
-                modules,
-                "GPU architecture unknown: open modules (the default since R560)",
-            )
-        )
     return DriverChoice(
         branch=str(chosen),
         kernel_modules=modules,
         min_version=str(minimum) if minimum.parts != (0,) else None,
         decisions=tuple(decisions),
+    )
+
+
+def toolkit_can_target(cuda: str, compute_capability: str) -> tuple[bool, str, str | None]:
+    """(can nvcc of CUDA `cuda` build for this GPU, why, source), from cuda_arch_support.csv:
+    a toolkit older than the architecture does not know it; CUDA 13 removed Maxwell to Volta."""
+    from dlrig.knowledge import cuda as cuda_knowledge
+
+    wanted = Version.parse(cuda)
+    assert wanted is not None
+    first = cuda_knowledge.first_cuda_for(compute_capability)
+    if first is not None and wanted.truncated(2) < first.truncated(2):
+        return (
+            False,
+            f"sm_{compute_capability.replace('.', '')} first appears in CUDA {first}",
+            None,
+        )
+    event = cuda_knowledge.arch_status(cuda, compute_capability)
+    if event is not None and event.event == "removed":
+        return (
+            False,
+            f"CUDA {event.cuda_version} removed sm_{compute_capability.replace('.', '')} ({event.notes})",
+            event.source,
+        )
+    return True, "", None
+
+
+def check_toolkit(cuda: str, facts: Facts, offered: list[str], os_id: str) -> Decision | None:
+    """Refuse a CUDA toolkit that cannot build for the GPU, naming the toolkits that can."""
+    if not facts.compute_capability:
+        return None
+    fits, why, _ = toolkit_can_target(cuda, facts.compute_capability)
+    if fits:
+        return Decision(
+            "toolkit and GPU",
+            f"CUDA {cuda} targets sm_{facts.compute_capability.replace('.', '')}",
+            "cuda_arch_support.csv: the architecture is neither newer than the toolkit nor removed from it",
+        )
+    usable = [m for m in offered if toolkit_can_target(m, facts.compute_capability)[0]]
+    usable.sort(key=lambda m: Version.parse(m) or Version((0,)))
+    gpu = facts.gpu_name or "the GPU"
+    if usable:
+        fix = f"use --cuda {usable[-1]} (the newest toolkit in NVIDIA's {os_id} repository that targets it)"
+    else:
+        fix = f"no toolkit in dlrig's table for {os_id} targets it: choose another --os"
+    raise InputError(
+        f"--cuda {cuda}: the toolkit cannot build for {gpu} (compute capability "
+        f"{facts.compute_capability}): {why}",
+        fix=fix,
     )
