@@ -53,6 +53,10 @@ bench: $(VENV)/.stamp-test
 	$(BIN)/python benchmarks/monitor_scrape.py
 	$(BIN)/python benchmarks/storage_vs_fio.py
 	$(BIN)/python benchmarks/dataloader_search.py
+	$(BIN)/python benchmarks/provision_speed.py
+	$(BIN)/python benchmarks/plan_speed.py
+	$(BIN)/python benchmarks/train_overhead.py
+	$(BIN)/python benchmarks/pack_vs_formats.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
