@@ -1,17 +1,62 @@
-"""`dlrig fit` as users run it."""
+"""`dlrig fit` as users run it.
+
+Commands that trace run through the console script's own entry point (`dlrig.cli.main.main`) in
+this process, so that they share the session's traces with the unit tests (a subprocess would
+import torch and trace again); exit codes, stdout and stderr are the script's. Process-level
+behaviour (the one-line error, no traceback) runs in real subprocesses (`run_dlrig`).
+"""
 
 from __future__ import annotations
 
 import json
+import signal
+from dataclasses import dataclass
 
 import pytest
 
 pytest.importorskip("transformers")
 
 
-def test_json_for_a_preset(run_dlrig):
-    done = run_dlrig(
-        "fit", "gpt2", "--gpu", "a100-sxm4-80gb", "--batch-size", "4", "--json", "--no-max-batch"
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def dlrig_here(capsys):
+    from dlrig import lifecycle
+    from dlrig.cli.main import main
+
+    def run(*args: str) -> Done:
+        saved = {s: signal.getsignal(s) for s in lifecycle.STOP_SIGNALS}
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        finally:
+            for signum, handler in saved.items():
+                signal.signal(signum, handler)
+        out = capsys.readouterr()
+        return Done(code, out.out, out.err)
+
+    return run
+
+
+def test_json_and_text_for_a_preset(dlrig_here):
+    done = dlrig_here(
+        "fit",
+        "gpt2",
+        "--gpu",
+        "a100-sxm4-80gb",
+        "--batch-size",
+        "4",
+        "--seq-len",
+        "512",
+        "--json",
+        "--no-max-batch",
     )
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
@@ -21,21 +66,12 @@ def test_json_for_a_preset(run_dlrig):
     assert document["memory"]["peak_bytes"] > sum(
         document["memory"]["breakdown"][k] for k in ("parameters", "gradients")
     )
-
-
-def test_text_report_has_the_bar_and_assumptions(run_dlrig):
-    done = run_dlrig("fit", "resnet50", "--gpu", "t4", "--batch-size", "32", "--no-max-batch")
-    assert done.returncode == 0, done.stderr
-    assert "FITS" in done.stdout and "█" in done.stdout
-    assert "assumptions:" in done.stdout
-
-
-def test_does_not_fit_exits_1(run_dlrig):
-    done = run_dlrig(
-        "fit", "llama3-8b", "--gpu", "t4", "--seq-len", "1024", "--no-max-batch", "--json"
+    text = dlrig_here(
+        "fit", "gpt2", "--gpu", "t4", "--batch-size", "4", "--seq-len", "512", "--no-max-batch"
     )
-    assert done.returncode == 1
-    assert json.loads(done.stdout)["fits"] is False
+    assert text.returncode == 0, text.stderr
+    assert "FITS" in text.stdout and "█" in text.stdout
+    assert "assumptions:" in text.stdout and "amp-fp16" in text.stdout
 
 
 def test_no_gpu_here_needs_gpu_flag(run_dlrig):
@@ -45,11 +81,11 @@ def test_no_gpu_here_needs_gpu_flag(run_dlrig):
     assert "Traceback" not in done.stderr
 
 
-def test_unknown_preset_and_listings(run_dlrig):
+def test_unknown_preset_and_listings(run_dlrig, dlrig_here):
     done = run_dlrig("fit", "bert-larg", "--gpu", "t4")
     assert done.returncode == 2
     assert "did you mean bert-large" in done.stderr
-    listing = json.loads(run_dlrig("fit", "--list-presets", "--json").stdout)
+    listing = json.loads(dlrig_here("fit", "--list-presets", "--json").stdout)
     assert {p["name"] for p in listing["presets"]} >= {
         "resnet50",
         "resnet101",
@@ -64,55 +100,91 @@ def test_unknown_preset_and_listings(run_dlrig):
         "llama3-70b",
         "mistral-7b",
     }
-    assert run_dlrig("fit", "--list-gpus").returncode == 0
+    assert dlrig_here("fit", "--list-gpus").returncode == 0
 
 
-def test_custom_factory_errors_are_one_line(run_dlrig):
-    done = run_dlrig(
-        "fit", "tests.data.custom_models:make_raising", "--input", "x:float32[B,4]", "--gpu", "t4"
+def test_options_after_the_model_and_help_exit_codes(dlrig_here):
+    before = dlrig_here(
+        "fit",
+        "--gpu",
+        "a100",
+        "--json",
+        "--no-max-batch",
+        "--batch-size",
+        "2",
+        "--seq-len",
+        "512",
+        "gpt2",
     )
-    assert done.returncode == 2
-    assert len(done.stderr.strip().splitlines()) == 1
-    assert "factory raised FileNotFoundError" in done.stderr
-
-
-def test_options_after_the_model_and_help_exit_codes(run_dlrig):
-    before = run_dlrig(
-        "fit", "--gpu", "a100", "--json", "--no-max-batch", "--batch-size", "2", "gpt2"
-    )
-    after = run_dlrig(
-        "fit", "gpt2", "--batch-size", "2", "--no-max-batch", "--gpu", "a100", "--json"
+    after = dlrig_here(
+        "fit",
+        "gpt2",
+        "--batch-size",
+        "2",
+        "--seq-len",
+        "512",
+        "--no-max-batch",
+        "--gpu",
+        "a100",
+        "--json",
     )
     assert before.returncode == after.returncode == 0, before.stderr + after.stderr
     assert json.loads(before.stdout)["memory"] == json.loads(after.stdout)["memory"]
-    help_text = run_dlrig("fit", "--help").stdout
+    help_text = dlrig_here("fit", "--help").stdout
     assert "Exit codes:" in help_text.split("Options:")[-1]
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
+def test_bad_input_exits_2_with_one_line(run_dlrig):
+    """The CLI turns an InputError into one line and exit 2 (the API cases of the same checks
+    are in tests/unit/test_fit.py::test_bad_input)."""
+    for args in (
         ["resnet50", "--gpu", "v100-sxm2-16gb", "--seq-len", "128"],
-        ["gpt2", "--gpu", "a100", "--seq-len", "4096"],
-        ["bert-large", "--gpu", "a100", "--epochs", "-1", "--dataset-size", "100"],
-        ["bert-large", "--gpu", "a100", "--gpus-per-node", "0"],
-        ["bert-large", "--gpu", "a100", "--gpus", "16", "--network-gbps", "-5"],
-        ["llama3-8b", "--gpu", "t4", "--precision", "amp-bf16"],
-        ["gpt2", "--gpu", "rtx"],
-    ],
-)
-def test_bad_input_exits_2_with_one_line(run_dlrig, args):
-    done = run_dlrig("fit", *args, "--no-max-batch")
-    assert done.returncode == 2, done.stdout
-    assert len(done.stderr.strip().splitlines()) == 1 and "fix:" in done.stderr
-    assert "Traceback" not in done.stderr
+        ["gpt2", "--gpu", "a100", "--gpus", "16", "--network-gbps", "-5"],
+    ):
+        done = run_dlrig("fit", *args, "--no-max-batch")
+        assert done.returncode == 2, done.stdout
+        assert len(done.stderr.strip().splitlines()) == 1 and "fix:" in done.stderr
+        assert "Traceback" not in done.stderr
 
 
-def test_alias_and_analytic_config(run_dlrig):
+def test_analytic_config_names_the_model_and_defaults_to_bf16(dlrig_here):
     config = "tests/data/hf_configs/qwen2.5-7b-instruct.json"
-    done = run_dlrig("fit", "--config", config, "--analytic", "--gpu", "a100", "--json")
-    assert done.returncode == 1, done.stderr  # 7.6B with fp32 AdamW: 16 bytes/param > 80 GB
+    done = dlrig_here("fit", "--config", config, "--analytic", "--gpu", "a100", "--json")
+    assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    assert document["fits"] is False
     assert document["method"] == "analytic" and document["gpu"] == "a100-sxm4-80gb"
     assert abs(document["params"] - 7.62e9) / 7.62e9 < 0.02
+    # the checkpoint says bfloat16: bf16 weights, gradients and AdamW state, 8 bytes/param
+    assert any("precision bf16" in a for a in document["assumptions"])
+    assert document["model"] == "qwen2.5-7b-instruct"  # the config's name, not its path
+    # fp32 master weights with bf16 autocast: 16 bytes/param = 122 GB > 80 GB, exit 1
+    mixed = dlrig_here(
+        "fit", "--config", config, "--analytic", "--gpu", "a100", "--precision", "amp-bf16"
+    )
+    assert mixed.returncode == 1, mixed.stderr
+    assert "DOES NOT FIT" in mixed.stdout and "qwen2.5-7b-instruct" in mixed.stdout
+    assert "hf_configs/" not in mixed.stdout.splitlines()[0]
+
+
+def test_the_issues_70b_fsdp_command_fits(dlrig_here):
+    """Issue 11's command, verbatim: Hugging Face fine-tuned Llama-2-70B with FSDP on 16 x A100
+    80 GB (huggingface/blog ram-efficient-pytorch-fsdp.md), so this must say it fits."""
+    done = dlrig_here(
+        *[
+            "fit",
+            "llama3-70b",
+            "--gpu",
+            "a100-sxm4-80gb",
+            "--gpus",
+            "16",
+            "--strategy",
+            "fsdp",
+            "--grad-checkpointing",
+            "--seq-len",
+            "2048",
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    assert "FITS" in done.stdout and "DOES NOT FIT" not in done.stdout
+    # the default precision is stated, with why
+    assert "precision bf16 (default for a causal LM fine-tuned from a checkpoint" in done.stdout

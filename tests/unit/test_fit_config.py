@@ -24,25 +24,91 @@ def run(**kwargs):
     return fit.estimate(**kwargs)
 
 
-@pytest.mark.parametrize(
-    ("name", "billions"),
-    # the model cards' parameter counts
-    [("qwen2.5-7b-instruct", 7.62), ("qwen3-0.6b", 0.596), ("llama-2-7b-hf", 6.74)],
-)
-def test_real_configs_trace_to_the_published_size(name, billions):
-    result = run(model=name, config=str(CONFIGS / f"{name}.json"), seq_len=512, batch_size=1)
-    assert result.method == "trace"
-    assert result.params / 1e9 == pytest.approx(billions, rel=0.02)
-    analytic = run(model=name, config=str(CONFIGS / f"{name}.json"), analytic=True)
-    assert analytic.params == pytest.approx(result.params, rel=0.01)
+# published sizes (model cards / papers), billions of parameters, and the tolerance they allow
+PUBLISHED = {
+    "llama-3.1-8b": (8.03, 0.01),  # Llama 3.1 model card: 8.03B
+    "llama-3.2-3b": (3.21, 0.01),  # Llama 3.2 model card: 3.21B
+    "llama-3.1-70b": (70.6, 0.01),  # Llama 3.1 model card: 70.6B
+    "llama-2-7b-hf": (6.74, 0.01),  # Llama 2 paper, Table 1: 6.7B (6,738,415,616 in HF)
+    "llama-2-13b-hf": (13.0, 0.01),  # Llama 2 paper: 13B (13,015,864,320)
+    "mistral-7b-v0.3": (7.25, 0.01),  # Mistral 7B v0.3: 7.25B
+    "mixtral-8x7b-v0.1": (46.7, 0.01),  # Mixtral of Experts paper: 47B total (46.7B)
+    "gemma-2-9b": (9.24, 0.01),  # Gemma 2 report, Table 1 (embedding 917.5M + 8.32B)
+    "phi-4-mini-instruct": (3.84, 0.01),  # Phi-4-mini model card: 3.8B (3.84B)
+    "qwen2.5-7b-instruct": (7.62, 0.01),  # Qwen2.5 model card: 7.61B
+    "qwen3-0.6b": (0.596, 0.02),  # Qwen3-0.6B model card: 0.6B (0.44B non-embedding)
+    "phi-1_5": (1.42, 0.01),  # phi-1.5: 1.3B in the card's prose, 1,418,270,720 in HF
+    "t5-base": (0.223, 0.01),  # T5 paper: 220M; HF T5ForConditionalGeneration 222.9M
+    "vit-base-patch16-224": (0.0866, 0.01),  # ViT-B/16 ImageNet-1k head: 86.6M
+}
+# traced end to end (the rest are built on fake tensors and sized analytically): MoE experts,
+# eager attention without SDPA (Gemma 2, T5), a vision model, a small LLM
+TRACED = ("mixtral-8x7b-v0.1", "gemma-2-9b", "t5-base", "vit-base-patch16-224", "qwen3-0.6b")
+
+
+def test_every_config_file_has_a_published_size_and_a_source():
+    files = {p.stem for p in CONFIGS.glob("*.json")}
+    assert files == set(PUBLISHED)
+    sources = (CONFIGS / "SOURCES.md").read_text()
+    for name in files:
+        assert f"`{name}.json`" in sources, name
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_config_builds_to_the_published_size(name):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from dlrig.fit.build import skip_weight_init
+    from dlrig.fit.hfconfig import config_workload
+
+    billions, tolerance = PUBLISHED[name]
+    options = fit.Options(model=name, config=str(CONFIGS / f"{name}.json"))
+    workload = config_workload(options.config, options)
+    with FakeTensorMode(), skip_weight_init():
+        model = workload.build(None)
+    count = sum(p.numel() for p in model.parameters())
+    assert count / 1e9 == pytest.approx(billions, rel=tolerance)
+    if workload.task != "causal_lm":  # --analytic counts decoder-only configs, and says so
+        with pytest.raises(InputError, match="counts decoder-only configs"):
+            run(model=name, config=options.config, analytic=True)
+        return
+    analytic = run(model=name, config=options.config, analytic=True)
     assert analytic.method == "analytic"
+    assert analytic.params == pytest.approx(count, rel=0.01)
+
+
+@pytest.mark.parametrize("name", TRACED)
+def test_config_traces_to_the_published_size(name):
+    billions, tolerance = PUBLISHED[name]
+    text = {"seq_len": None} if name.startswith("vit") else {"seq_len": 128}
+    result = run(model=name, config=str(CONFIGS / f"{name}.json"), batch_size=1, **text)
+    assert result.method == "trace"
+    assert result.params / 1e9 == pytest.approx(billions, rel=tolerance)
+    assert result.flops_per_step and result.flops_per_step > 0
+    if name in ("t5-base", "gemma-2-9b"):  # no SDPA path in transformers: eager attention
+        traced = fit.trace(fit.Options(model=name, config=str(CONFIGS / f"{name}.json"), **text))
+        names = traced.samples[1][-1][1].ops.names
+        assert not any(n.startswith("dlrig_fit.attention") for n in names)
+        assert any("eager attention" in note for note in result.notes)
+
+
+def test_mixtral_experts_are_traced_as_grouped_gemms():
+    """Mixtral's 8 experts run as transformers' grouped GEMM: the trace counts the FLOPs of
+    the 2 routed experts per token, not all 8, and keeps all 46.7B parameters."""
+    result = run(
+        model="mixtral", config=str(CONFIGS / "mixtral-8x7b-v0.1.json"), seq_len=128, batch_size=1
+    )
+    tokens = 128
+    # 6 x active parameters per token: 12.9B active of 46.7B (Mixtral paper: 13B active)
+    assert result.flops_per_step / (6 * tokens) / 1e9 == pytest.approx(12.9, rel=0.1)
+    assert "analytic" not in result.method
 
 
 def test_model_folder_and_hub_cache(tmp_path, monkeypatch):
     folder = tmp_path / "qwen"
     folder.mkdir()
     shutil.copy(CONFIGS / "qwen3-0.6b.json", folder / "config.json")
-    from_folder = run(model="qwen", config=str(folder), seq_len=256, batch_size=1)
+    from_folder = run(model="qwen", config=str(folder), seq_len=128, batch_size=1)
     # the layout huggingface_hub writes: models--ORG--NAME/{refs/main, snapshots/REV/}
     cache = tmp_path / "hub"
     snapshot = cache / "models--Qwen--Qwen3-0.6B" / "snapshots" / "c1899de"
@@ -51,7 +117,7 @@ def test_model_folder_and_hub_cache(tmp_path, monkeypatch):
     (cache / "models--Qwen--Qwen3-0.6B" / "refs" / "main").write_text("c1899de")
     shutil.copy(CONFIGS / "qwen3-0.6b.json", snapshot / "config.json")
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    from_hub = run(model="Qwen/Qwen3-0.6B", seq_len=256, batch_size=1)
+    from_hub = run(model="Qwen/Qwen3-0.6B", seq_len=128, batch_size=1)
     assert from_hub.params == from_folder.params
     with pytest.raises(InputError, match="not in the local Hugging Face cache") as missing:
         run(model="meta-llama/Llama-3.1-8B")

@@ -52,7 +52,7 @@ def test_fsdp_memory_falls_with_gpus_and_activations_do_not_depend_on_strategy(l
 
 
 def test_strategies_order_as_their_definitions_say():
-    traced = fit.trace(fit.Options(model="gpt2", seq_len=256, batch_size=2, precision="amp-bf16"))
+    traced = fit.trace(fit.Options(model="gpt2", seq_len=512, batch_size=4, precision="amp-bf16"))
 
     def parts(strategy, gpus=8):
         # with accumulation the gradients are held all step, so the peak shows them
@@ -72,7 +72,7 @@ def test_strategies_order_as_their_definitions_say():
 
 
 def test_cpu_offload_moves_state_to_the_host():
-    traced = fit.trace(fit.Options(model="gpt2", seq_len=256, batch_size=2))
+    traced = fit.trace(fit.Options(model="gpt2", seq_len=512, batch_size=4))
     plain = fit.evaluate(traced, gpu="a100-sxm4-80gb", gpus=8, strategy="fsdp")
     off = fit.evaluate(traced, gpu="a100-sxm4-80gb", gpus=8, strategy="fsdp", offload="optimizer")
     assert off.memory_breakdown["optimizer_state"] == 0

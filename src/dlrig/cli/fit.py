@@ -26,8 +26,10 @@ EPILOG = (
     "--precision",
     default="auto",
     show_default=True,
-    type=click.Choice(["auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16"]),
-    help="auto: what the GPU does best (bf16 autocast where it has bf16, else fp16).",
+    type=click.Choice(["auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16"]),
+    help="auto: what people run: bf16 weights for an LLM fine-tuned from a 16-bit checkpoint, "
+    "else bf16 autocast over fp32 weights (fp16 where the GPU has no bf16). bf16/fp16: pure "
+    "16-bit weights and compute (fp16: model.half(), apex amp O2's compute).",
 )
 @click.option(
     "--optimizer",
@@ -68,6 +70,35 @@ EPILOG = (
     help="Modules to adapt: comma list or all-linear (default: peft's for the model).",
 )
 @click.option(
+    "--no-kbit-prepare",
+    is_flag=True,
+    help="QLoRA without peft's prepare_model_for_kbit_training (LitGPT, torchtune): frozen 16-bit weights stay 16-bit.",
+)
+@click.option(
+    "--attention",
+    type=click.Choice(["sdpa", "eager"]),
+    default="sdpa",
+    show_default=True,
+    help="Attention kernels: sdpa (fused flash/memory-efficient, transformers' default) or eager (S×S scores kept).",
+)
+@click.option(
+    "--optimizer-impl",
+    type=click.Choice(["foreach", "for-loop", "fused"]),
+    default="foreach",
+    show_default=True,
+    help="torch.optim step: foreach (CUDA default, parameter-sized temporaries), for-loop (foreach=False) or fused=True.",
+)
+@click.option(
+    "--keep-grads",
+    is_flag=True,
+    help="Gradients stay allocated between steps (optimizer.zero_grad(set_to_none=False), PyTorch < 2.0's default).",
+)
+@click.option(
+    "--channels-last",
+    is_flag=True,
+    help="Convolution nets in NHWC layout (model and inputs .to(memory_format=torch.channels_last)).",
+)
+@click.option(
     "--offload",
     type=click.Choice(["none", "optimizer", "params"]),
     default="none",
@@ -81,6 +112,12 @@ EPILOG = (
     help="Inference weight format (default bf16, fp16 where the GPU has no bf16).",
 )
 @click.option("--context", type=int, help="Inference: tokens per sequence (prompt + output).")
+@click.option(
+    "--engine",
+    type=click.Choice(["graphs", "eager"]),
+    help="Inference engine: graphs = CUDA-graph servers (vLLM, TensorRT-LLM, llama.cpp; default), "
+    "eager = PyTorch generate (HF, LitGPT).",
+)
 @click.option(
     "--analytic",
     is_flag=True,
@@ -137,10 +174,16 @@ def fit_command(
     qlora: int | None,
     lora_alpha: float | None,
     lora_targets: str | None,
+    no_kbit_prepare: bool,
+    attention: str,
+    optimizer_impl: str,
+    keep_grads: bool,
+    channels_last: bool,
     offload: str,
     inference: bool,
     weights: str | None,
     context: int | None,
+    engine: str | None,
     analytic: bool,
     no_max_batch: bool,
     list_presets: bool,
@@ -191,10 +234,16 @@ def fit_command(
         qlora=qlora,
         lora_alpha=lora_alpha,
         lora_targets=lora_targets,
+        kbit_prepare=not no_kbit_prepare,
+        attention=attention,
+        optimizer_impl=optimizer_impl,
+        keep_grads=keep_grads,
+        channels_last=channels_last,
         offload=offload,
         inference=inference,
         weights=weights,
         context=context,
+        engine=engine,
         analytic=analytic,
     )
     machine = _this_machine() if gpu is None else None

@@ -1,14 +1,16 @@
-"""What would make a run fit: each remedy evaluated, with its peak per GPU.
+"""What would make a run fit: each remedy evaluated, with its peak per GPU, then the natural
+combinations when no single change is enough.
 
 Remedies that keep the trace (another strategy, more GPUs, 8-bit Adam, a larger GPU) cost
-numpy only; those that change it (checkpointing, QLoRA) trace once more each (cached).
+numpy only; those that change it (checkpointing, QLoRA) trace once more each (cached), and a
+combination reuses those traces.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dlrig.fit.options import replace_options
+from dlrig.fit.options import WORKLOAD_FIELDS, replace_options
 from dlrig.fit.result import Advice
 from dlrig.knowledge.gpus import catalogue
 
@@ -18,76 +20,89 @@ if TYPE_CHECKING:
     from dlrig.fit.tracing import TracedWorkload
 
 GPU_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+QLORA_RANK = 16
 
 
-def _peak(traced: TracedWorkload, ctx: Context, **changes: Any) -> int:
-    from dlrig.fit.pipeline import Context, memory_at
-
-    options = replace_options(ctx.options, **changes)
-    return memory_at(
-        traced,
-        Context(
-            options, ctx.spec, ctx.memory_bytes, ctx.gpu_origin, ctx.precision, ctx.precision_why
-        ),
-        traced.batch,
-    ).peak_bytes
-
-
-def _retraced_peak(traced: TracedWorkload, ctx: Context, **changes: Any) -> int | None:
+def _peak(traced: TracedWorkload, ctx: Context, changes: dict[str, Any]) -> int | None:
+    """Peak per GPU with `changes` (a new trace when they touch the workload)."""
     from dlrig.fit.pipeline import Context, memory_at
     from dlrig.fit.tracing import trace
 
-    try:
-        other = trace(replace_options(traced.options, **changes))
-    except Exception:  # noqa: BLE001 - a remedy that cannot be traced is not offered
-        return None
-    if other.method != "trace":
-        return None
+    workload = {k: v for k, v in changes.items() if k in WORKLOAD_FIELDS and k != "optimizer"}
+    if workload:
+        try:
+            traced = trace(replace_options(traced.options, **workload))
+        except Exception:  # noqa: BLE001 - a remedy that cannot be traced is not offered
+            return None
+        if traced.method != "trace":
+            return None
     options = replace_options(ctx.options, **changes)
-    return memory_at(
-        other,
-        Context(
-            options, ctx.spec, ctx.memory_bytes, ctx.gpu_origin, ctx.precision, ctx.precision_why
-        ),
-        other.batch,
-    ).peak_bytes
+    evaluated = Context(
+        options, ctx.spec, ctx.memory_bytes, ctx.gpu_origin, ctx.precision, ctx.precision_why
+    )
+    return memory_at(traced, evaluated, traced.batch).peak_bytes
 
 
-def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tuple[Advice, ...]:
+def _flags(changes: dict[str, Any]) -> str:
+    words = []
+    for name, value in changes.items():
+        if name == "grad_checkpointing":
+            words.append("--grad-checkpointing")
+        elif name == "gpus":
+            words.append(f"--gpus {value}")
+        else:
+            words.append(f"--{name.replace('_', '-')} {value}")
+    return " ".join(words)
+
+
+def _singles(traced: TracedWorkload, ctx: Context) -> list[dict[str, Any]]:
     o = ctx.options
-    limit = ctx.memory_bytes
-    out: list[Advice] = []
-
-    def add(
-        change: str, options: dict[str, Any], peak: int | None, note: str = "", room: int = limit
-    ) -> None:
-        if peak is not None:
-            out.append(Advice(change, options, peak, peak <= room, note))
-
+    out: list[dict[str, Any]] = []
     if o.gpus > 1 and o.strategy in ("ddp", "zero1", "zero2"):
-        add("--strategy fsdp", {"strategy": "fsdp"}, _peak(traced, ctx, strategy="fsdp"))
+        out.append({"strategy": "fsdp"})
+    if o.optimizer in ("adam", "adamw"):
+        out.append({"optimizer": "adamw-8bit"})
+    if o.grad_checkpointing == "none" and traced.workload.task != "custom":
+        out.append({"grad_checkpointing": "full"})
+    if not (o.lora or o.qlora) and traced.workload.task == "causal_lm":
+        out.append({"qlora": QLORA_RANK})
+    return out
+
+
+def _more_gpus(
+    traced: TracedWorkload, ctx: Context, base: dict[str, Any]
+) -> tuple[dict[str, Any], int] | None:
+    """The fewest GPUs (sharded) that fit with `base`, or the largest count tried."""
+    o = ctx.options
     sharded = o.strategy if o.strategy not in ("ddp", "zero1", "zero2") else "fsdp"
+    found: tuple[dict[str, Any], int] | None = None
     for count in GPU_COUNTS:
         if count <= o.gpus:
             continue
-        peak = _peak(traced, ctx, gpus=count, strategy=sharded)
-        if peak <= limit or count == GPU_COUNTS[-1]:
-            add(f"--gpus {count} --strategy {sharded}", {"gpus": count, "strategy": sharded}, peak)
+        changes = {**base, "gpus": count, "strategy": sharded}
+        peak = _peak(traced, ctx, changes)
+        if peak is None:
+            return None
+        found = (changes, peak)
+        if peak <= ctx.memory_bytes:
             break
-    if o.optimizer in ("adam", "adamw"):
-        add(
-            "--optimizer adamw-8bit",
-            {"optimizer": "adamw-8bit"},
-            _peak(traced, ctx, optimizer="adamw-8bit"),
-        )
-    if o.grad_checkpointing == "none" and traced.workload.task != "custom":
-        add(
-            "--grad-checkpointing",
-            {"grad_checkpointing": "full"},
-            _retraced_peak(traced, ctx, grad_checkpointing="full"),
-        )
-    if not (o.lora or o.qlora) and traced.workload.task == "causal_lm":
-        add("--qlora 16", {"qlora": 16}, _retraced_peak(traced, ctx, qlora=16))
+    return found
+
+
+def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tuple[Advice, ...]:
+    limit = ctx.memory_bytes
+    out: list[Advice] = []
+
+    def add(changes: dict[str, Any], peak: int | None, note: str = "", room: int = limit) -> None:
+        if peak is not None:
+            out.append(Advice(_flags(changes), changes, peak, peak <= room, note))
+
+    singles = _singles(traced, ctx)
+    for changes in singles:
+        add(changes, _peak(traced, ctx, changes))
+    scaled = _more_gpus(traced, ctx, {})
+    if scaled is not None:
+        add(*scaled)
     if memory.peak_bytes > limit:
         larger = sorted(
             (s for s in catalogue().specs if (s.memory_bytes or 0) >= memory.peak_bytes),
@@ -96,11 +111,39 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
         if larger:
             best = larger[0]
             room = best.memory_bytes or 0
-            add(
-                f"--gpu {best.id}",
-                {"gpu": best.id},
-                memory.peak_bytes,
-                f"{room / 1024**3:.0f} GiB",
-                room,
-            )
+            add({"gpu": best.id}, memory.peak_bytes, f"{room / 1024**3:.0f} GiB", room)
+    if not any(a.fits for a in out) or all(
+        "gpu" in a.options or "gpus" in a.options for a in out if a.fits
+    ):
+        out.extend(_combinations(traced, ctx, singles))
     return tuple(out)
+
+
+def _combinations(
+    traced: TracedWorkload, ctx: Context, singles: list[dict[str, Any]]
+) -> list[Advice]:
+    """Pairs of the single remedies (checkpointing + 8-bit Adam, QLoRA + 8-bit, ...), and
+    each with more sharded GPUs, cheapest first: the ones a user would combine."""
+    limit = ctx.memory_bytes
+    out: list[Advice] = []
+    pairs = [
+        {**a, **b}
+        for i, a in enumerate(singles)
+        for b in singles[i + 1 :]
+        if not set(a) & set(b) and not ("qlora" in a and "strategy" in b)
+    ]
+    for changes in pairs:
+        peak = _peak(traced, ctx, changes)
+        if peak is not None:
+            out.append(Advice(_flags(changes), changes, peak, peak <= limit))
+    if not any(a.fits for a in out):
+        for base in [*singles, *pairs]:
+            if "strategy" in base or "qlora" in base:
+                continue
+            scaled = _more_gpus(traced, ctx, base)
+            if scaled is not None:
+                changes, peak = scaled
+                out.append(Advice(_flags(changes), changes, peak, peak <= limit))
+                if peak <= limit:
+                    break
+    return out

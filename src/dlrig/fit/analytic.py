@@ -153,6 +153,13 @@ def count_decoder(config: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def _sixteen_bit_lm(config: dict[str, Any]) -> bool:
+    heads = [str(a) for a in config.get("architectures") or []]
+    causal = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in heads)
+    dtype = str(config.get("dtype") or config.get("torch_dtype") or "")
+    return causal and dtype.removeprefix("torch.") in ("bfloat16", "float16")
+
+
 def estimate_from_config(options: Any, machine: Any) -> FitResult:
     """--analytic: config.json only, no torch."""
     from dlrig.fit import hardware, hfconfig
@@ -160,8 +167,10 @@ def estimate_from_config(options: Any, machine: Any) -> FitResult:
     from dlrig.fit.presets import presets
 
     if options.config is not None:
-        data, _ = hfconfig.read_config(options.config)
-        name = options.model
+        data, file = hfconfig.read_config(options.config)
+        name = (
+            options.model if options.model != options.config else hfconfig.display_name(data, file)
+        )
     elif options.model in presets():
         preset = presets()[options.model]
         data = {"model_type": preset.config_class.removesuffix("Config").lower(), **preset.config}
@@ -179,7 +188,11 @@ def estimate_from_config(options: Any, machine: Any) -> FitResult:
     if options.inference:
         precision, why = hardware.resolve_weights(options.weights, target.spec)
     else:
-        precision, why = hardware.resolve_precision(options.precision, target.spec)
+        # the traced estimate's default: a causal LM from a 16-bit checkpoint keeps 16-bit weights
+        as_traced = (
+            "bf16" if not (options.lora or options.qlora) and _sixteen_bit_lm(data) else None
+        )
+        precision, why = hardware.resolve_precision(options.precision, target.spec, as_traced)
     ctx = Context(options, target.spec, target.memory_bytes, target.origin, precision, why)
     n = counts["params"]
     peft = options.lora or options.qlora
@@ -204,7 +217,7 @@ def estimate_from_config(options: Any, machine: Any) -> FitResult:
             breakdown,
             inference={"context": context, "kv_cache_bytes": int(kv)},
         )
-    element = 2 if precision == "bf16" else 4
+    element = 2 if precision in ("bf16", "fp16") else 4
     trainable = 0 if peft else n
     frozen = int(n * (0.516 if options.qlora else 2)) if peft else 0
     sizes = Sizes(n, trainable, trainable * element, frozen, 0, 0, 0, 0, 0)

@@ -18,6 +18,8 @@ _PRECISION = {
     "amp-fp16": "fp32 weights and optimizer, fp16 autocast compute (GradScaler overhead ignored)",
     "amp-bf16": "fp32 weights and optimizer, bf16 autocast compute",
     "bf16": "bf16 weights, gradients and optimizer state",
+    "fp16": "fp16 weights, gradients and optimizer state, every op in fp16 (model.half(); the "
+    "compute of apex amp O2, whose fp32 master copy in the optimizer is not added)",
 }
 
 _STRATEGY = {
@@ -54,14 +56,27 @@ def assumptions(
             f"traced {traced.depths[0]} and {traced.depths[1]} of {traced.layers} identical layers; "
             "sizes, memory peaks and time extrapolated to the full depth (affine in the layer count)"
         )
+    if o.keep_grads:
+        out.append(
+            "gradients stay allocated between steps (zero_grad(set_to_none=False), --keep-grads): "
+            "they are in memory during the forward pass too"
+        )
     if o.optimizer == "adamw-8bit":
         out.append(
-            "optimizer adamw-8bit (bitsandbytes): two 8-bit states + block scales, sized analytically"
+            "optimizer adamw-8bit (bitsandbytes): two 8-bit states + block scales, sized analytically; "
+            "its fused in-place update allocates no temporaries"
         )
     elif o.optimizer == "adafactor":
         out.append("optimizer adafactor (transformers): factored state traced")
     else:
-        out.append(f"optimizer {o.optimizer} with foreach kernels (PyTorch's CUDA default)")
+        out.append(
+            {
+                "foreach": f"optimizer {o.optimizer} with foreach kernels (PyTorch's CUDA default): "
+                "its temporaries are parameter-sized",
+                "for-loop": f"optimizer {o.optimizer} stepping one parameter at a time (foreach=False)",
+                "fused": f"optimizer {o.optimizer} with fused=True (one kernel, no temporaries)",
+            }[o.optimizer_impl]
+        )
     if o.lora or o.qlora:
         rank = o.lora or o.qlora or 0
         out.append(
@@ -75,10 +90,15 @@ def assumptions(
             "output head stays 16-bit); each matmul dequantises a transient compute-dtype copy"
         )
     out.append(
-        f"time: per-operator roofline, matmuls at {fitted['matmul_efficiency_of_mamf']:.2f}× the "
-        f"measured matmul ceiling ({time_setup(ctx).mamf_ratio:.2f}× dense peak), memory-bound "
-        f"kernels at {fitted['memory_bandwidth_efficiency']:.2f}× bandwidth, ≥ {fitted['min_kernel_us']:g} µs "
-        "per kernel (calibrated on measured_training.csv)"
+        f"time: per-operator roofline by operator class: tensor-core matmuls at "
+        f"{fitted['tensor_core_efficiency']:.2f}× the measured matmul ceiling "
+        f"({time_setup(ctx).mamf_ratio:.2f}× dense peak), fp32 CUDA-core matmuls at "
+        f"{fitted['fp32_efficiency']:.2f}× peak, convolutions as matmuls (NCHW on tensor cores "
+        f"{fitted['nchw_conv_efficiency']:.2f}× that, plus the layout transposes), "
+        f"fused attention {fitted['attention_efficiency']:.2f}× peak, memory-bound kernels at "
+        f"{fitted['memory_bandwidth_efficiency']:.2f}× bandwidth, +{fitted['kernel_tail_us']:g} µs per "
+        f"computing kernel, ≥ {fitted['min_kernel_us']:g} µs per operator (fitted on "
+        "benchmarks/data/measured_training.csv without its held-out rows)"
     )
     out.append(
         "eager PyTorch: no torch.compile fusion, no CUDA graphs; data loading keeps up with the GPU"

@@ -52,32 +52,37 @@ def default_dtype(dtype: Any) -> Iterator[None]:
 
 
 def storage_dtype(precision: str, peft: bool) -> Any:
-    """The dtype parameters are created in. Pure bf16 trains in bf16; a PEFT base is frozen in
-    the compute dtype (as `from_pretrained(torch_dtype=...)` loads it) with fp32 adapters."""
+    """The dtype parameters are created in. Pure bf16/fp16 train in 16 bits (fp16: model.half()
+    or apex amp O2's fp16 model); a PEFT base is frozen in the compute dtype (as
+    `from_pretrained(torch_dtype=...)` loads it) with fp32 adapters."""
     import torch
 
     if precision == "bf16" or (peft and precision == "amp-bf16"):
         return torch.bfloat16
-    if peft and precision == "amp-fp16":
+    if precision == "fp16" or (peft and precision == "amp-fp16"):
         return torch.float16
     return None
 
 
-def make_optimizer(name: str) -> Callable[[list[Any]], Any]:
+def make_optimizer(name: str, impl: str = "foreach") -> Callable[[list[Any]], Any]:
+    """The optimizer the step runs; `impl` picks torch's foreach, per-parameter or fused step
+    (their temporaries differ: parameter-sized, one parameter's, none)."""
     import torch
+
+    foreach, fused = impl == "foreach", (True if impl == "fused" else None)
 
     def factory(params: list[Any]) -> Any:
         if not params:
             return None
         if name == "sgd":
-            return torch.optim.SGD(params, lr=0.1, foreach=True)
+            return torch.optim.SGD(params, lr=0.1, foreach=foreach, fused=fused)
         if name == "sgd-momentum":
-            return torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True)
+            return torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=foreach, fused=fused)
         if name == "adam":
-            return torch.optim.Adam(params, lr=1e-4, foreach=True)
+            return torch.optim.Adam(params, lr=1e-4, foreach=foreach, fused=fused)
         if name in ("adamw", "adamw-8bit"):
             # 8-bit state is sized analytically; the traced fp32 step stands in for its kernels
-            return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+            return torch.optim.AdamW(params, lr=1e-4, foreach=foreach, fused=fused)
         from transformers.optimization import Adafactor
 
         return Adafactor(params, lr=1e-4, scale_parameter=False, relative_step=False)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlrig.errors import InputError
-from dlrig.knowledge.gpus import GpuSpec, catalogue, tokens
+from dlrig.knowledge.gpus import GpuSpec, catalogue, lookup
 
 
 @dataclass(frozen=True)
@@ -16,49 +16,14 @@ class Target:
     origin: str  # "--gpu a100 (the largest A100 …)", "this machine (…)"
 
 
-def _spellings(spec: GpuSpec) -> list[frozenset[str]]:
-    return [tokens(s) for s in (spec.id, spec.name, *spec.aliases) if tokens(s)]
-
-
 def resolve_model(name: str) -> tuple[GpuSpec, str]:
-    """A catalogue spec for an id, an alias, or a partial name such as "a100" or "H100".
+    """A catalogue spec for an id, an alias, or a short name such as "a100" or "H100".
 
-    A partial name that several catalogue entries contain resolves when they are variants of
-    one chip (same vendor and architecture): the largest memory wins, then SXM over PCIe, and the
-    answer says which was taken and what the others are. Names that span chips are refused with
-    the candidates.
+    The one lookup every `--gpu` goes through (`knowledge.gpus.lookup`): a short name several
+    SKUs share takes the SKU gpu_alias_preference.csv names, and the origin says so and why.
     """
-    cat = catalogue()
-    spec = cat.resolve(name)
-    if spec is not None:
-        return spec, f"--gpu {name}"
-    wanted = tokens(name)
-    if not wanted:
-        raise InputError(f"--gpu {name!r}: not a GPU name", fix="see `dlrig fit --list-gpus`")
-    candidates = [s for s in cat.specs if any(wanted <= spelling for spelling in _spellings(s))]
-    if not candidates:
-        close = cat.suggestions(name)
-        raise InputError(
-            f"--gpu {name!r}: not in the GPU catalogue",
-            fix=("did you mean " + ", ".join(close) + "? " if close else "")
-            + "see `dlrig fit --list-gpus`",
-        )
-    if len(candidates) == 1:
-        return candidates[0], f"--gpu {name}"
-    chips = {(s.vendor, s.architecture) for s in candidates}
-    ids = ", ".join(s.id for s in candidates)
-    if len(chips) > 1:
-        raise InputError(
-            f"--gpu {name!r} matches several different GPUs: {ids}",
-            fix="name one of them, e.g. --gpu " + candidates[0].id,
-        )
-    form_rank = {"sxm": 0, "oam": 0, "mezzanine": 0, "nvl": 1, "pcie": 2}
-    best = sorted(
-        candidates,
-        key=lambda s: (-(s.memory_bytes or 0), form_rank.get(s.form_factor, 3), s.id),
-    )[0]
-    others = ", ".join(s.id for s in candidates if s is not best)
-    return best, f"--gpu {name} taken as {best.id} (largest memory of {others} and it)"
+    match = lookup(name)
+    return match.spec, match.note or f"--gpu {name}"
 
 
 def target(gpu: str | GpuSpec | None, machine: Any = None) -> Target:
@@ -91,16 +56,36 @@ def target(gpu: str | GpuSpec | None, machine: Any = None) -> Target:
 
 
 # precision -> the dtype its matmuls run in
-COMPUTE = {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "fp16", "amp-bf16": "bf16", "bf16": "bf16"}
+COMPUTE = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "amp-fp16": "fp16",
+    "amp-bf16": "bf16",
+    "bf16": "bf16",
+    "fp16": "fp16",
+}
 
 
 def has(spec: GpuSpec, dtype: str) -> bool:
     return bool(spec.peak_tflops(dtype))
 
 
-def resolve_precision(requested: str, spec: GpuSpec) -> tuple[str, str]:
-    """(precision, why) for the GPU. "auto" picks what the GPU does best; a precision the
-    architecture lacks is refused (bf16 before Ampere runs emulated, far below any peak)."""
+def resolve_precision(requested: str, spec: GpuSpec, traced: str | None = None) -> tuple[str, str]:
+    """(precision, why) for the GPU. "auto" picks what people run: a causal LM fine-tuned from
+    a 16-bit checkpoint (traced "bf16") keeps bf16 weights where the GPU has bf16; anything else
+    trains with autocast over fp32 master weights, bf16 where the GPU has it, else fp16. A
+    precision the architecture lacks is refused (bf16 before Ampere runs emulated)."""
+    if requested == "auto" and traced == "bf16":
+        if has(spec, "bf16"):
+            return "bf16", (
+                "default for a causal LM fine-tuned from a checkpoint stored in 16 bits: bf16 "
+                "weights, gradients and optimizer state, as from_pretrained(torch_dtype='auto') "
+                "with Trainer(bf16=True) runs it; --precision amp-bf16 for fp32 master weights"
+            )
+        return "amp-fp16", (
+            f"default: {spec.id} has no bf16, so the 16-bit checkpoint trains with fp16 "
+            "autocast over fp32 master weights and loss scaling (pure fp16 training is unstable)"
+        )
     if requested == "auto":
         if has(spec, "bf16"):
             return "amp-bf16", f"default: bf16 autocast ({spec.id} has bf16 tensor cores)"

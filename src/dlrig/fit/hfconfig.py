@@ -21,6 +21,8 @@ _HEADS = (
     ("ForConditionalGeneration", "seq2seq"),
     ("ForMaskedLM", "masked_lm"),
     ("ForPreTraining", "bert_pretraining"),
+    ("ForQuestionAnswering", "question_answering"),
+    ("ForSequenceClassification", "sequence_classification"),
     ("ForImageClassification", "image_classification"),
 )
 
@@ -108,13 +110,25 @@ def _workload(data: dict[str, Any], name: str, source: str, options: Any) -> Wor
         image_size=options.image_size,
         default_batch=default_batch,
         default_seq=None if task == "image_classification" else default_seq,
+        attention=options.attention,
     )
+
+
+def display_name(data: dict[str, Any], file: Path) -> str:
+    """A model's name for reports: the Hub id the config was saved from, else the file's name
+    (its folder's for a `config.json`), never the path."""
+    hub = data.get("_name_or_path")
+    if isinstance(hub, str) and hub and "/" in hub and not hub.startswith((".", "/")):
+        return hub
+    return file.parent.name if file.stem == "config" else file.stem
 
 
 def config_workload(path: str, options: Any) -> Workload:
     data, file = read_config(path)
-    name = options.model if options.model and options.model != str(path) else file.parent.name
-    return _workload(data, name or file.parent.name, f"config {file}", options)
+    name = (
+        options.model if options.model and options.model != str(path) else display_name(data, file)
+    )
+    return _workload(data, name, f"config {file}", options)
 
 
 def cache_dir() -> Path:

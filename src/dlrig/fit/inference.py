@@ -11,6 +11,7 @@ the weights and the KV cache once per step; tensor parallelism adds two all-redu
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
@@ -65,12 +66,17 @@ def plan_serving(
     batch: int,
     context: int,
     prompt: int,
+    engine: str = "graphs",
+    overrides: dict[str, float] | None = None,
+    tensor_parallel: int | None = None,
 ) -> dict[str, Any]:
+    """`tensor_parallel`: the group size the user serves over (--gpus); None picks the
+    smallest of TP_DEGREES that holds the weights and KV cache."""
     from dlrig.fit.pipeline import calibration, fitted
 
     spec, g = ctx.spec, geometry
     table = calibration()
-    cal = fitted()
+    cal = fitted(overrides)
     weight_total = params * WEIGHT_BYTES[weights]
     kv_element = 1.0 if weights == "fp8" else 2.0
     kv_total = kv_cache_bytes(g["layers"], g["kv_heads"], g["head_dim"], batch, context, kv_element)
@@ -79,7 +85,7 @@ def plan_serving(
     fixed = float(table["sizes"]["cuda_context_bytes"])
     room = ctx.memory_bytes * MEMORY_UTILISATION
     choice = None
-    for tp in TP_DEGREES:
+    for tp in (tensor_parallel,) if tensor_parallel else TP_DEGREES:
         if g["heads"] % tp:
             continue
         kv_share = kv_total / min(tp, g["kv_heads"]) if g["kv_heads"] >= 1 else kv_total
@@ -93,11 +99,14 @@ def plan_serving(
         stages = math.ceil((weight_total / tp + kv_share) / max(1.0, room - activations - fixed))
         per_gpu = (weight_total / tp + kv_share) / stages + activations + fixed
     shards = tp * stages
-    bandwidth = (
-        (spec.memory_bandwidth_gbs or 500.0) * 1e9 * min(1.0, cal["decode_bandwidth_efficiency"])
-    )
+    # weight-only int8/int4 formats dequantise in the GEMV kernel: a lower share of the bandwidth
+    quantised = weights in ("int8", "int4")
+    efficiency = cal[
+        "decode_quantized_bandwidth_efficiency" if quantised else "decode_bandwidth_efficiency"
+    ]
+    bandwidth = (spec.memory_bandwidth_gbs or 500.0) * 1e9 * min(1.0, efficiency)
     peak = (
-        spec.peak_tflops({"fp8": "fp8"}.get(weights, "bf16"))
+        spec.peak_tflops({"fp8": "fp8", "fp16": "fp16"}.get(weights, "bf16"))
         or spec.fp16_tflops
         or spec.fp32_tflops
         or 1.0
@@ -117,18 +126,24 @@ def plan_serving(
     decode_bytes = weight_total / shards + kv_read / min(shards, g["kv_heads"] * stages)
     decode_flops = (2.0 * params * batch + attention_flops * batch * mean_context) / shards
     comm = 0.0
-    if tp > 1 and spec.nvlink_gbs:
-        link = spec.nvlink_gbs / 2 * 1e9 * min(1.0, cal["allreduce_efficiency"])
+    if tp > 1:
+        # two all-reduces of the step's hidden states per layer; at decode sizes (kilobytes)
+        # each costs its latency, not its bytes
+        if spec.nvlink_gbs:
+            link = spec.nvlink_gbs / 2 * 1e9 * min(1.0, cal["allreduce_efficiency"])
+        else:
+            link = 31.5e9 * min(1.0, cal["allreduce_efficiency"])  # PCIe 4.0 x16 per direction
         per_reduce = 2 * (tp - 1) / tp * batch * g["hidden"] * 2.0 / link
-        comm = 2 * g["layers"] / stages * (per_reduce + cal["collective_latency_us"] * 1e-6)
-    elif tp > 1:
-        comm = 2 * g["layers"] / stages * (cal["collective_latency_us"] * 4e-6)
-    step = (
-        max(decode_bytes / bandwidth, decode_flops / compute)
-        + comm
-        + cal["decode_step_overhead_us"] * 1e-6
-    )
+        comm = 2 * g["layers"] / stages * (per_reduce + cal["tp_allreduce_us"] * 1e-6)
+    # the host's cost per step: CUDA-graph engines (vLLM, TensorRT-LLM, llama.cpp, MLC) launch
+    # a step at once; eager PyTorch (HF generate, LitGPT) launches every kernel of every layer
+    if engine == "eager":
+        host = g["layers"] / stages * cal["decode_eager_layer_us"] * 1e-6
+    else:
+        host = cal["decode_step_overhead_us"] * 1e-6
+    step = max(decode_bytes / bandwidth, decode_flops / compute) + comm + host
     step *= stages  # a token passes every stage in turn
+    prefill_s += host * stages
     return {
         "weights": weights,
         "batch_size": batch,
@@ -142,6 +157,10 @@ def plan_serving(
         "kv_cache_bytes_per_token": int(kv_total / max(1, batch * context)),
         "activation_bytes": int(activations),
         "memory_per_gpu_bytes": int(per_gpu),
+        "allocated_per_gpu_bytes": int(
+            per_gpu - fixed
+        ),  # what torch.cuda.max_memory_allocated sees
+        "engine": engine,
         "memory_budget_bytes": int(room),
         "prefill_tokens_per_s": batch * prompt / prefill_s,
         "decode_tokens_per_s": batch / step,
@@ -151,11 +170,41 @@ def plan_serving(
     }
 
 
-def estimate(options: Any, machine: Any) -> FitResult:
+@dataclass(frozen=True)
+class Serving:
+    """What a serving estimate is computed from (fit/inference.plan_serving's arguments)."""
+
+    name: str
+    params: int
+    geometry: dict[str, int]
+    ctx: Context
+    weights: str
+    why: str
+    batch: int
+    context: int
+    prompt: int
+    engine: str
+    tensor_parallel: int | None = None  # --gpus N: served tensor-parallel over N GPUs
+
+    def plan(self, overrides: dict[str, float] | None = None) -> dict[str, Any]:
+        return plan_serving(
+            self.params,
+            self.geometry,
+            self.ctx,
+            self.weights,
+            self.batch,
+            self.context,
+            self.prompt,
+            self.engine,
+            overrides,
+            self.tensor_parallel,
+        )
+
+
+def serving(options: Any, machine: Any) -> Serving:
     from dlrig.fit import hardware
     from dlrig.fit.pipeline import Context
     from dlrig.fit.workload import make_workload
-    from dlrig.units import human_bytes
 
     workload = make_workload(options)
     if workload.task != "causal_lm":
@@ -163,17 +212,43 @@ def estimate(options: Any, machine: Any) -> FitResult:
             f"--inference estimates text generation; {workload.name} is a {workload.task.replace('_', ' ')} model",
             fix="use a causal language model (Llama, Mistral, Qwen, Gemma, Phi, GPT-2, ...)",
         )
+    geometry = _geometry(workload.config)
+    if options.gpus > 1 and geometry["heads"] % options.gpus:
+        raise InputError(
+            f"--gpus {options.gpus}: tensor parallelism splits {workload.name}'s "
+            f"{geometry['heads']} attention heads evenly, and {options.gpus} does not divide them",
+            fix="use a --gpus that divides the head count (1, 2, 4, 8, ...), or drop --gpus",
+        )
     target = hardware.target(options.gpu, machine)
     weights, why = hardware.resolve_weights(options.weights, target.spec)
     ctx = Context(options, target.spec, target.memory_bytes, target.origin, "bf16", why)
-    geometry = _geometry(workload.config)
-    params = _count(workload)
-    batch = options.batch_size or 1
     context = options.context or workload.seq_len or 4096
-    prompt = min(options.seq_len or context // 2, context) if options.context else context // 2
-    served = plan_serving(params, geometry, ctx, weights, batch, context, prompt)
+    return Serving(
+        name=workload.name,
+        params=_count(workload),
+        geometry=geometry,
+        ctx=ctx,
+        weights=weights,
+        why=why,
+        batch=options.batch_size or 1,
+        context=context,
+        prompt=min(options.seq_len or context // 2, context) if options.context else context // 2,
+        engine=options.engine or "graphs",
+        tensor_parallel=options.gpus if options.gpus > 1 else None,
+    )
+
+
+def estimate(options: Any, machine: Any) -> FitResult:
+    from dlrig.units import human_bytes
+
+    plan = serving(options, machine)
+    served = plan.plan()
+    geometry, target, weights, why = plan.geometry, plan.ctx, plan.weights, plan.why
+    batch, context, engine, params = plan.batch, plan.context, plan.engine, plan.params
     per_gpu = served["memory_per_gpu_bytes"]
-    fits = served["gpus"] == 1 and per_gpu <= served["memory_budget_bytes"]
+    fits = served["gpus"] <= max(1, plan.tensor_parallel or 1) and (
+        per_gpu <= served["memory_budget_bytes"]
+    )
     breakdown = {
         "weights": int(served["weights_bytes"] / served["gpus"]),
         "kv_cache": int(served["kv_cache_bytes"] / min(served["gpus"], geometry["kv_heads"])),
@@ -186,18 +261,28 @@ def estimate(options: Any, machine: Any) -> FitResult:
         ),
     }
     assumptions = (
-        f"GPU: {target.spec.id} ({target.origin}); weights {weights} ({why})",
+        f"GPU: {target.spec.id} ({target.gpu_origin}); weights {weights} ({why})",
         f"KV cache: 2 × {geometry['layers']} layers × {geometry['kv_heads']} KV heads × {geometry['head_dim']} × "
         f"{'1 byte (fp8 cache)' if weights == 'fp8' else '2 bytes'} per token = "
         f"{human_bytes(served['kv_cache_bytes_per_token'])}/token, for {batch} × {context} tokens",
         f"activations per step: one layer's working set for a prefill chunk of ≤ {PREFILL_CHUNK_TOKENS} tokens plus last-token logits",
-        f"fits when ≤ {MEMORY_UTILISATION:.0%} of GPU memory (vLLM's gpu_memory_utilization); tensor-parallel degree "
-        "is the smallest of 1, 2, 4, 8 dividing the attention heads that fits, then pipeline stages",
+        f"fits when ≤ {MEMORY_UTILISATION:.0%} of GPU memory (vLLM's gpu_memory_utilization); "
+        + (
+            f"tensor-parallel over the {plan.tensor_parallel} GPUs of --gpus"
+            if plan.tensor_parallel
+            else "tensor-parallel degree is the smallest of 1, 2, 4, 8 dividing the attention heads "
+            "that fits, then pipeline stages"
+        ),
         "time: roofline; prefill bound by FLOPs, decode by reading weights + KV cache once per step, "
-        "efficiencies in fit_calibration.toml [fitted] (decode_*, prefill_*)",
+        "efficiencies in fit_calibration.toml [fitted] (decode_*, prefill_*); "
+        + (
+            "eager PyTorch generate (HF, LitGPT): every layer's kernels launched from Python each step"
+            if engine == "eager"
+            else "a CUDA-graph serving engine (vLLM, TensorRT-LLM, llama.cpp, MLC): one launch per step"
+        ),
     )
     return FitResult(
-        model=workload.name,
+        model=plan.name,
         method="inference",
         gpu=target.spec.id,
         gpu_memory_bytes=target.memory_bytes,
@@ -222,7 +307,13 @@ def estimate(options: Any, machine: Any) -> FitResult:
         mfu=None,
         scaling_efficiency=None,
         timing={"time_to_first_token_s": served["time_to_first_token_s"]},
-        setup={"batch_size": batch, "context": context, "weights": weights, "gpu": target.spec.id},
+        setup={
+            "batch_size": batch,
+            "context": context,
+            "weights": weights,
+            "engine": engine,
+            "gpu": target.spec.id,
+        },
         assumptions=assumptions,
         inference=served,
     )

@@ -20,7 +20,7 @@ import numpy as np
 from dlrig.fit.sharding import Held
 
 if TYPE_CHECKING:
-    from dlrig.fit.recorder import Trace
+    from dlrig.fit.tracedata import Trace
 
 PHASES = ("forward", "backward", "optimizer")
 
@@ -48,13 +48,13 @@ class MemoryEstimate:
     host_bytes_per_gpu: int
 
 
-def phase_peaks(trace: Trace, held: Held, grad_accum: int) -> dict[str, PhasePeak]:
+def phase_peaks(trace: Trace, held: Held, grads_kept: bool) -> dict[str, PhasePeak]:
     """Per phase, the dynamic components at the moment their scaled sum is highest."""
     curves = trace.curves
     activations = curves["activation"] + curves["backward_temp"]
     copies = curves["weight_copy"] * (1.0 if held.keeps_weight_copies else 0.0)
     grads = curves["gradient"] * held.gradient_scale
-    if grad_accum > 1:  # gradients are kept across micro-batches
+    if grads_kept:  # kept across micro-batches, or between steps (zero_grad(set_to_none=False))
         grads = np.full_like(grads, float(curves["gradient"].max()) * held.gradient_scale)
     temps = curves["optimizer_temp"] * held.optimizer_temp_scale
     total = activations + copies + grads + temps
@@ -86,13 +86,13 @@ def combine(
     samples: Sequence[tuple[int, Trace]],
     depth: int,
     held: Held,
-    grad_accum: int,
+    grads_kept: bool,
     workspaces: int,
     context: int,
     nccl: int,
     fragmentation: float,
 ) -> MemoryEstimate:
-    per_sample = [phase_peaks(trace, held, grad_accum) for _, trace in samples]
+    per_sample = [phase_peaks(trace, held, grads_kept) for _, trace in samples]
     depths = [d for d, _ in samples]
     best: tuple[float, str, PhasePeak, float, float] | None = None
     for phase in PHASES:

@@ -13,12 +13,18 @@ from dataclasses import dataclass, fields
 
 from dlrig.errors import InputError
 
-PRECISIONS = ("auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16")
+PRECISIONS = ("auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "adafactor", "adamw-8bit")
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp", "fsdp-grad-op")
 CHECKPOINTING = ("none", "full", "selective")
 OFFLOAD = ("none", "optimizer", "params")
 WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4")
+ENGINES = ("graphs", "eager")
+ATTENTION = ("sdpa", "eager")
+# torch.optim's step implementations: one multi-tensor kernel per op over every parameter (the
+# CUDA default; its temporaries are parameter-sized), a Python loop per parameter (foreach=False,
+# transformers' own AdamW before 4.29), or fused=True (one kernel, no temporaries)
+OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
 
 # Fields that change the trace; everything else is evaluation.
 WORKLOAD_FIELDS = (
@@ -34,6 +40,9 @@ WORKLOAD_FIELDS = (
     "qlora",
     "lora_alpha",
     "lora_targets",
+    "kbit_prepare",
+    "attention",
+    "optimizer_impl",
     "input_spec",
     "inference",
     "weights",
@@ -95,8 +104,18 @@ class Options:
     inference: bool = False
     weights: str | None = None  # inference weight format
     context: int | None = None  # inference: tokens per sequence (prompt + generated)
+    engine: str | None = None  # inference: "graphs" (vLLM, TensorRT-LLM, llama.cpp) | "eager"
     analytic: bool = False
     advise: bool = True
+    # QLoRA as peft's prepare_model_for_kbit_training leaves the model: the frozen weights that
+    # are not quantised (embeddings, output head, norms) upcast to fp32 (False: LitGPT, torchtune)
+    kbit_prepare: bool = True
+    channels_last: bool = False  # convolution nets in NHWC (torch.channels_last) layout
+    attention: str = "sdpa"  # "sdpa" (fused kernels, transformers' default) | "eager"
+    optimizer_impl: str = "foreach"  # torch.optim step: "foreach" | "for-loop" | "fused"
+    # gradients stay allocated between steps: optimizer.zero_grad(set_to_none=False), the
+    # default before PyTorch 2.0 (and of HF Trainer then); off: set to None, today's default
+    keep_grads: bool = False
 
     def workload_key(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in WORKLOAD_FIELDS)
@@ -123,6 +142,10 @@ def check(options: Options) -> None:
     _choice(options.offload, OFFLOAD, "--offload")
     if options.weights is not None:
         _choice(options.weights, WEIGHT_FORMATS, "--weights")
+    if options.engine is not None:
+        _choice(options.engine, ENGINES, "--engine")
+    _choice(options.attention, ATTENTION, "--attention")
+    _choice(options.optimizer_impl, OPTIMIZER_IMPLS, "--optimizer-impl")
     for name, (low, high) in LIMITS.items():
         value = getattr(options, name)
         if value is None:
@@ -156,6 +179,17 @@ def _check_combinations(options: Options) -> None:
             fix="keep one: --lora RANK (16-bit base) or --qlora RANK (4-bit NF4 base)",
         )
     peft = options.lora or options.qlora
+    if options.optimizer_impl != "foreach" and options.optimizer in ("adamw-8bit", "adafactor"):
+        raise InputError(
+            f"--optimizer-impl {options.optimizer_impl} applies to torch's sgd/adam/adamw, "
+            f"not to {options.optimizer} (its own kernels)",
+            fix="drop --optimizer-impl, or pick --optimizer adamw",
+        )
+    if not options.kbit_prepare and not options.qlora:
+        raise InputError(
+            "--no-kbit-prepare applies only to --qlora",
+            fix="add --qlora RANK, or drop --no-kbit-prepare",
+        )
     if not peft and (options.lora_alpha is not None or options.lora_targets is not None):
         raise InputError(
             "--lora-alpha/--lora-targets apply only to LoRA",
@@ -181,7 +215,7 @@ def _check_combinations(options: Options) -> None:
                     fix=f"drop {_flag(name)}, or drop --inference",
                 )
     else:
-        for name in ("weights", "context"):
+        for name in ("weights", "context", "engine"):
             if getattr(options, name) is not None:
                 raise InputError(
                     f"{_flag(name)} applies only to --inference",

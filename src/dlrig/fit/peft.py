@@ -8,7 +8,10 @@ output head holds its weight as 4-bit NF4 codes (two per byte) with one absmax p
 block; double quantisation stores those absmaxes as 8-bit codes with an fp32 scale per 256
 blocks. Each forward and backward dequantises the weight into a transient compute-dtype copy
 (bitsandbytes' `MatMul4Bit`), so the trace sees the working copies come and go. Adapters train
-in fp32 (peft's `autocast_adapter_dtype`) under bf16/fp16 autocast.
+in fp32 (peft's `autocast_adapter_dtype`) under bf16/fp16 autocast. The usual Hugging Face recipe
+calls `peft.prepare_model_for_kbit_training` first, which casts the frozen weights that stay
+16-bit (embeddings, output head, norms) to fp32: on by default (`kbit_prepare`), off for
+trainers that skip it (LitGPT, torchtune).
 """
 
 from __future__ import annotations
@@ -138,6 +141,20 @@ def _adapters_to_fp32(model: torch.nn.Module) -> None:
                 setattr(module, name, fresh)
 
 
+def _upcast_frozen(model: torch.nn.Module) -> None:
+    """peft's prepare_model_for_kbit_training: every frozen 16-bit parameter that is not a
+    4-bit code (embeddings, output head, norms) is cast to fp32."""
+    made: dict[int, torch.nn.Parameter] = {}  # tied weights (embeddings = head) stay tied
+    for module in model.modules():
+        for name, param in list(module.named_parameters(recurse=False)):
+            if not param.requires_grad and param.dtype in (torch.bfloat16, torch.float16):
+                if id(param) not in made:
+                    made[id(param)] = torch.nn.Parameter(
+                        torch.empty(param.shape, dtype=torch.float32), requires_grad=False
+                    )
+                setattr(module, name, made[id(param)])
+
+
 def apply(model: torch.nn.Module, workload: Any, options: Any) -> torch.nn.Module:
     """LoRA (or QLoRA) adapters on `model`, as peft builds them."""
     try:
@@ -172,15 +189,17 @@ def apply(model: torch.nn.Module, workload: Any, options: Any) -> torch.nn.Modul
         wrapped = _wrap(peft, model, config, targets, options, workload)
     finally:
         torch.nn.Module.to = original  # type: ignore[method-assign]
-    if options.precision != "bf16":
+    if options.precision not in ("bf16", "fp16"):
         _adapters_to_fp32(wrapped)
     if options.qlora:
-        compute = torch.float16 if options.precision == "amp-fp16" else torch.bfloat16
+        compute = torch.float16 if options.precision in ("amp-fp16", "fp16") else torch.bfloat16
         if _quantise_frozen_linears(wrapped, compute) == 0:
             raise InputError(
                 f"--qlora: {workload.name} has no frozen Linear layers to quantise",
                 fix="use --lora instead",
             )
+        if options.kbit_prepare:
+            _upcast_frozen(wrapped)
     return wrapped
 
 

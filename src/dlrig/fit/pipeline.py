@@ -75,10 +75,8 @@ def resolve(traced: TracedWorkload, machine: Any, changes: dict[str, Any]) -> Co
             fix="trace with that --optimizer",
         )
     target = hardware.target(options.gpu, machine)
-    precision, why = hardware.resolve_precision(options.precision, target.spec)
-    if precision not in ("amp-bf16", "amp-fp16") and hardware_bytes(precision) != hardware_bytes(
-        traced_precision_of(traced)
-    ):
+    precision, why = hardware.resolve_precision(options.precision, target.spec, traced.precision)
+    if storage(precision) != storage(traced.precision):
         raise InputError(
             f"evaluate() at {precision} needs a trace at that precision",
             fix=f"trace with --precision {precision}",
@@ -86,14 +84,12 @@ def resolve(traced: TracedWorkload, machine: Any, changes: dict[str, Any]) -> Co
     return Context(options, target.spec, target.memory_bytes, target.origin, precision, why)
 
 
-def traced_precision_of(traced: TracedWorkload) -> str:
-    from dlrig.fit.tracing import traced_precision
-
-    return traced_precision(traced.options.precision)
-
-
-def hardware_bytes(precision: str) -> int:
-    return 4 if precision in ("fp32", "tf32") else 2
+def storage(precision: str) -> str:
+    """What a trace depends on: how weights are stored and whether autocast casts them
+    (amp-bf16 and amp-fp16 allocate the same bytes; fp32 and tf32 too)."""
+    return {"fp32": "fp32", "tf32": "fp32", "amp-fp16": "amp", "amp-bf16": "amp"}.get(
+        precision, precision
+    )
 
 
 def plan_of(ctx: Context) -> Plan:
@@ -105,21 +101,27 @@ def plan_of(ctx: Context) -> Plan:
 
 def memory_at(traced: TracedWorkload, ctx: Context, batch: int) -> MemoryEstimate:
     sizes_table = calibration()["sizes"]
-    convolutional = any(
-        "convolution" in op.name for _, trace in traced.at(batch)[:1] for op in trace.ops[:4000]
-    )
     workspaces = int(sizes_table["cublas_workspace_bytes"]) + (
-        int(sizes_table["cudnn_workspace_bytes"]) if convolutional else 0
+        int(sizes_table["cudnn_workspace_bytes"]) if _convolutional(traced) else 0
     )
     return combine(
         traced.at(batch),
         traced.layers or 1,
         held(traced.sizes, plan_of(ctx)),
-        ctx.options.grad_accum,
+        ctx.options.grad_accum > 1 or ctx.options.keep_grads,
         workspaces,
         int(sizes_table["cuda_context_bytes"]),
         int(sizes_table["nccl_buffers_bytes"]) if ctx.options.gpus > 1 else 0,
         fitted()["allocator_reserve_factor"],
+    )
+
+
+def _convolutional(traced: TracedWorkload) -> bool:
+    from dlrig.fit.tracedata import KIND_CODES
+
+    return any(
+        bool((trace.ops.kind == KIND_CODES["conv"]).any())
+        for _, trace in traced.at(traced.batch)[:1]
     )
 
 
@@ -138,6 +140,7 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
         calibration=fitted(overrides),
         mamf_ratio=float(ratios.get(ctx.spec.id, ratios["default"])),
         offload=o.offload,
+        channels_last=o.channels_last,
     )
 
 
@@ -174,13 +177,25 @@ def time_at(
 def evaluate(traced: TracedWorkload, machine: Any = None, **changes: Any) -> FitResult:
     """The estimate for one GPU setup from a trace. Keyword arguments are Options fields that
     do not change the trace: gpu, gpus, strategy, gpus_per_node, network_gbps, interconnect,
-    grad_accum, global_batch, tokens, dataset_size, epochs, offload, prefetch,
-    search_max_batch, advise (and optimizer among adam/adamw/adamw-8bit)."""
+    grad_accum, global_batch, tokens, dataset_size, epochs, offload, prefetch, channels_last,
+    keep_grads, search_max_batch, advise (and optimizer among adam/adamw/adamw-8bit)."""
     from dlrig.fit import analytic, assemble
 
     changes.setdefault("search_max_batch", False)
     changes.setdefault("advise", False)
+    if traced.options.precision == "auto":
+        # "auto" traced bf16 weights for a 16-bit LLM checkpoint; a GPU without bf16 trains it
+        # with fp16 autocast over fp32 master weights instead: that is another trace
+        target = hardware.target(changes.get("gpu", traced.options.gpu), machine)
+        wanted, _ = hardware.resolve_precision("auto", target.spec, traced.precision)
+        if storage(wanted) != storage(traced.precision):
+            traced = trace(replace_options(traced.options, precision=wanted))
     ctx = resolve(traced, machine, changes)
+    if ctx.options.channels_last and traced.method == "trace" and not _convolutional(traced):
+        raise InputError(
+            f"--channels-last applies to convolution nets; {traced.workload.name} has no convolutions",
+            fix="drop --channels-last",
+        )
     if traced.method == "analytic":
         return analytic.from_sizes(traced, ctx)
     return assemble.result(traced, ctx)
@@ -224,6 +239,8 @@ def estimate(options: Options | None = None, machine: Any = None, **kwargs: Any)
             "epochs",
             "offload",
             "prefetch",
+            "channels_last",
+            "keep_grads",
             "search_max_batch",
             "advise",
         )

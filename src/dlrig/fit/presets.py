@@ -57,7 +57,9 @@ def suggest(name: str) -> list[str]:
     return difflib.get_close_matches(name.lower(), list(presets()), n=3, cutoff=0.4)
 
 
-def preset_workload(name: str, seq_len: int | None, image_size: int | None) -> Workload:
+def preset_workload(
+    name: str, seq_len: int | None, image_size: int | None, attention: str = "sdpa"
+) -> Workload:
     table = presets()
     if name not in table:
         close = suggest(name)
@@ -80,6 +82,7 @@ def preset_workload(name: str, seq_len: int | None, image_size: int | None) -> W
         image_size=image_size,
         default_batch=preset.batch_size,
         default_seq=preset.seq_len,
+        attention=attention,
     )
 
 

@@ -142,6 +142,8 @@ def held(sizes: Sizes, plan: Plan) -> Held:
             gathered = unit * (1 + plan.prefetch) + root
         buffers = m * sizes.block_trainable  # one unit's unsharded gradients before reduce-scatter
         copies = False
+    if plan.optimizer == "adamw-8bit":
+        temp_scale = 0.0  # bitsandbytes updates each parameter in one fused kernel, in place
     if plan.offload in ("optimizer", "params"):
         host += state
         state = 0.0

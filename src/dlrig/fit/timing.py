@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dlrig.fit.sharding import Plan, Sizes, compute_bytes, shard_count
+from dlrig.fit.tracedata import DTYPE_CODES, KIND_CODES
 from dlrig.knowledge.gpus import GpuSpec
 
 if TYPE_CHECKING:
-    from dlrig.fit.recorder import Trace
+    from dlrig.fit.tracedata import OpTable, Trace
 
 # Per-direction bandwidth of a x16 PCIe link, GB/s, by generation.
 PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}
@@ -39,6 +40,7 @@ class TimeSetup:
     calibration: dict[str, float]
     mamf_ratio: float
     offload: str = "none"
+    channels_last: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,6 @@ def _peak_tflops(spec: GpuSpec, dtype: str, precision: str) -> float:
     return fp32
 
 
-_DTYPE_CODES = {"bfloat16": 0, "float16": 1}  # everything else: float32 (2)
-
-
 def _peak_vector(spec: GpuSpec, precision: str) -> tuple[float, float, float, float]:
     """Peaks (TFLOPS) for (bf16, fp16, fp32 ops, fp32 convolutions) under the precision setting."""
     conv_precision = "tf32" if precision == "fp32" else precision  # cuDNN allow_tf32 defaults on
@@ -91,69 +90,102 @@ def _peak_vector(spec: GpuSpec, precision: str) -> tuple[float, float, float, fl
     )
 
 
-@dataclass(frozen=True)
-class OpArrays:
-    flops: np.ndarray
-    traffic: np.ndarray
-    dtype: np.ndarray  # 0 bf16, 1 fp16, 2 other
-    conv: np.ndarray
-    phase: np.ndarray  # 0 forward, 1 backward, 2 optimizer
-
-
-def op_arrays(trace: Trace) -> OpArrays:
-    """Per-operator costs of a trace as arrays (kept on the trace: evaluation reuses them)."""
-    cached = trace.__dict__.get("_arrays")
-    if isinstance(cached, OpArrays):
-        return cached
-    phases = {"forward": 0, "backward": 1, "optimizer": 2}
-    arrays = OpArrays(
-        flops=np.array([op.flops for op in trace.ops], dtype=np.float64),
-        traffic=np.array([op.bytes for op in trace.ops], dtype=np.float64),
-        dtype=np.array([_DTYPE_CODES.get(op.dtype, 2) for op in trace.ops], dtype=np.int8),
-        conv=np.array(["convolution" in op.name for op in trace.ops], dtype=bool),
-        phase=np.array([phases.get(op.phase, 0) for op in trace.ops], dtype=np.int8),
+def _op_peaks(ops: OpTable, spec: GpuSpec, precision: str) -> np.ndarray:
+    """The dense peak (TFLOPS) each operator is timed against."""
+    bf16, fp16, fp32, conv32 = _peak_vector(spec, precision)
+    conv = ops.kind == KIND_CODES["conv"]
+    return np.where(
+        ops.dtype == 0,
+        bf16,
+        np.where(ops.dtype == 1, fp16, np.where(conv, conv32, fp32)),
     )
-    trace.__dict__["_arrays"] = arrays
-    return arrays
 
 
 def peak_used_tflops(trace: Trace, spec: GpuSpec, precision: str) -> float:
     """The highest dense peak any traced operator is timed against: MFU's denominator, so that
     MFU cannot pass 100% (fp32 runs count TF32 convolutions at TF32's peak)."""
-    arrays = op_arrays(trace)
-    bf16, fp16, fp32, conv32 = _peak_vector(spec, precision)
-    used = [fp32]
-    if (arrays.dtype == 0).any():
-        used.append(bf16)
-    if (arrays.dtype == 1).any():
-        used.append(fp16)
-    if (arrays.conv & (arrays.dtype == 2)).any():
-        used.append(conv32)
-    return max(used)
+    ops = trace.ops
+    if not len(ops):
+        return float(spec.fp32_tflops or 1.0)
+    used = _op_peaks(ops, spec, precision)[ops.flops > 0]
+    return float(max(used.max(initial=0.0), spec.fp32_tflops or 1.0))
 
 
-def _op_times(arrays: OpArrays, spec: GpuSpec, setup: TimeSetup) -> tuple[np.ndarray, np.ndarray]:
-    """(seconds per op, whether compute-bound) for every traced operator."""
-    bandwidth = (
-        (spec.memory_bandwidth_gbs or 500.0)
-        * 1e9
-        * min(1.0, setup.calibration["memory_bandwidth_efficiency"])
+def op_seconds(
+    ops: OpTable,
+    peak_tflops: np.ndarray | float,
+    fp32_tflops: np.ndarray | float,
+    bandwidth_gbs: np.ndarray | float,
+    mamf_ratio: np.ndarray | float,
+    calibration: dict[str, float],
+    channels_last: np.ndarray | bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds, compute-bound?) of each operator: the roofline by operator class.
+
+    Compute time is FLOPs over the peak for the operator's dtype times a class efficiency ≤ 1:
+    16-bit tensor-core matmuls reach `tensor_core_efficiency` of the measured matmul ceiling
+    (MAMF), TF32 ones `tf32_efficiency` of it, fp32 matmuls on CUDA cores `fp32_efficiency` of
+    the peak; convolutions as matmuls of their dtype (implicit GEMM; a separate convolution
+    efficiency went to 1.0 when fitted), and `nchw_conv_efficiency` of that on
+    tensor cores over an (N, C, H, W) input (cuDNN's NHWC kernels are the fast ones: the input
+    and output are transposed, which also costs their bytes again); fused attention
+    `attention_efficiency` of the peak. Memory time is the bytes over
+    `memory_bandwidth_efficiency` of the bandwidth. Every computing kernel adds a
+    `kernel_tail_us` (the last partial wave, the ramp up), and no operator takes less than
+    `min_kernel_us` (what eager PyTorch needs to launch it). The arguments may be arrays (one
+    value per operator) so that many traces evaluate at once.
+    """
+    c = calibration
+    peak = np.asarray(peak_tflops, dtype=np.float64)
+    tensor_core = peak > np.asarray(fp32_tflops) * 1.01
+    kind = ops.kind
+    ceiling = np.minimum(1.0, mamf_ratio)
+    tf32 = tensor_core & (ops.dtype == DTYPE_CODES["float32"])
+    efficiency = np.where(
+        tensor_core,
+        np.where(tf32, min(1.0, c["tf32_efficiency"]), min(1.0, c["tensor_core_efficiency"]))
+        * ceiling,
+        min(1.0, c["fp32_efficiency"]),
     )
-    floor = setup.calibration["min_kernel_us"] * 1e-6
-    bf16, fp16, fp32, conv32 = _peak_vector(spec, setup.precision)
-    peaks = np.where(
-        arrays.dtype == 0,
-        bf16,
-        np.where(arrays.dtype == 1, fp16, np.where(arrays.conv, conv32, fp32)),
+    conv = kind == KIND_CODES["conv"]
+    nchw = conv & ops.nchw & tensor_core & ~np.asarray(channels_last)
+    efficiency = np.where(nchw, efficiency * min(1.0, c["nchw_conv_efficiency"]), efficiency)
+    efficiency = np.where(
+        kind == KIND_CODES["attention"], min(1.0, c["attention_efficiency"]), efficiency
     )
-    efficiency = min(1.0, setup.mamf_ratio) * min(
-        1.0, setup.calibration["matmul_efficiency_of_mamf"]
+    bandwidth = np.asarray(bandwidth_gbs) * 1e9 * min(1.0, c["memory_bandwidth_efficiency"])
+    computing = ops.flops > 0
+    compute = np.where(computing, ops.flops / (peak * 1e12 * efficiency), 0.0)
+    memory = ops.traffic / bandwidth
+    seconds = np.maximum(compute, memory) + np.where(computing, c["kernel_tail_us"] * 1e-6, 0.0)
+    seconds = seconds + np.where(nchw, ops.traffic / bandwidth, 0.0)
+    seconds = np.maximum(seconds, c["min_kernel_us"] * 1e-6)
+    return seconds, computing & (compute >= memory)
+
+
+def _op_times(trace: Trace, spec: GpuSpec, setup: TimeSetup) -> tuple[np.ndarray, np.ndarray]:
+    cached = trace.__dict__.get("_times")
+    key = (
+        spec.id,
+        setup.precision,
+        setup.mamf_ratio,
+        setup.channels_last,
+        tuple(sorted(setup.calibration.items())),
     )
-    rate = peaks * 1e12 * efficiency
-    compute = arrays.flops / rate
-    memory = arrays.traffic / bandwidth
-    seconds = np.maximum(np.maximum(compute, memory), floor)
-    return seconds, (arrays.flops > 0) & (compute >= memory)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    ops = trace.ops
+    seconds, bound = op_seconds(
+        ops,
+        _op_peaks(ops, spec, setup.precision),
+        spec.fp32_tflops or 1.0,
+        spec.memory_bandwidth_gbs or 500.0,
+        setup.mamf_ratio,
+        setup.calibration,
+        setup.channels_last,
+    )
+    trace.__dict__["_times"] = (key, (seconds, bound))
+    return seconds, bound
 
 
 def bus_bandwidth_gbs(spec: GpuSpec, setup: TimeSetup, gpus: int | None = None) -> float:
@@ -175,16 +207,19 @@ def bus_bandwidth_gbs(spec: GpuSpec, setup: TimeSetup, gpus: int | None = None) 
 
 
 def phase_times(trace: Trace, spec: GpuSpec, setup: TimeSetup) -> PhaseTimes:
-    arrays = op_arrays(trace)
-    seconds, bound = _op_times(arrays, spec, setup)
-    by_phase = [float(seconds[arrays.phase == code].sum()) for code in (0, 1, 2)]
+    ops = trace.ops
+    seconds, bound = _op_times(trace, spec, setup)
+    weights = ops.weights()
+    seconds = seconds * weights
+    flops = ops.flops * weights
+    by_phase = [float(seconds[ops.phase == code].sum()) for code in (0, 1, 2)]
     return PhaseTimes(
         forward_s=by_phase[0],
         backward_s=by_phase[1],
         optimizer_s=by_phase[2],
         compute_bound_s=float(seconds[bound].sum()),
-        forward_flops=float(arrays.flops[arrays.phase == 0].sum()),
-        backward_flops=float(arrays.flops[arrays.phase == 1].sum()),
+        forward_flops=float(flops[ops.phase == 0].sum()),
+        backward_flops=float(flops[ops.phase == 1].sum()),
     )
 
 

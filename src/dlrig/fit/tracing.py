@@ -1,9 +1,13 @@
 """Stage 2 of the pipeline: workload -> TracedWorkload (fake-tensor traces, GPU-independent).
 
-A transformer's layers repeat, and everything the estimate needs (sizes, live-memory peaks per
-phase, per-phase operator time) is affine in the number of layers. So the step is traced at 2
-and 3 periods of the layer pattern and extrapolated to the full depth: a 70B model traces in a
-few seconds and a few hundred MB. Models without a repeated stack are traced whole.
+Two facts keep tracing cheap and exact:
+- a transformer's layers repeat, and everything the estimate needs (sizes, live-memory peaks
+  per phase, per-phase operator time) is affine in the number of layers, so the step is traced
+  at 2 and 3 periods of the layer pattern and extrapolated to the full depth;
+- the samples of a batch are independent, so every operator's FLOPs and bytes and every
+  live-memory value are affine in the batch size: traces at two batches give any other batch
+  (the largest-batch search, a planner's micro-batches) with no new trace. Where the two traces
+  differ in structure, or for user factories (which may mix samples), other batches are traced.
 """
 
 from __future__ import annotations
@@ -16,16 +20,40 @@ from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
 from dlrig.fit.memory import extrapolate
-from dlrig.fit.options import Options, replace_options
+from dlrig.fit.options import WORKLOAD_FIELDS, Options, replace_options
 from dlrig.fit.sharding import Sizes
 from dlrig.fit.workload import Workload
 
 if TYPE_CHECKING:
-    from dlrig.fit.recorder import Trace
+    from dlrig.fit.tracedata import Trace
 
 _CACHE: OrderedDict[tuple[object, ...], TracedWorkload] = OrderedDict()
+_BASES: OrderedDict[tuple[object, ...], Basis] = OrderedDict()
 _CACHE_LIMIT = 32
 AUTOCAST = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
+BATCH_FIELD = "batch_size"
+
+
+@dataclass
+class Basis:
+    """Traces of one workload at one or two batch sizes, per traced depth."""
+
+    batches: tuple[int, ...]
+    traces: dict[int, dict[int, Trace]]  # batch -> depth -> trace
+    affine: bool  # other batches are affine combinations of the two
+
+    def at(self, batch: int, depths: tuple[int, ...]) -> list[tuple[int, Trace]] | None:
+        from dlrig.fit.tracedata import affine
+
+        if batch in self.traces:
+            return sorted(self.traces[batch].items())
+        if not self.affine or len(self.batches) < 2:
+            return None
+        b1, b2 = self.batches[:2]
+        return [
+            (d, affine(self.traces[b1][d], self.traces[b2][d], b1, b2, batch))
+            for d in sorted(self.traces[b1])
+        ]
 
 
 @dataclass
@@ -41,21 +69,38 @@ class TracedWorkload:
     samples: dict[int, list[tuple[int, Trace]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # why tracing failed (analytic)
+    basis: Basis | None = None
+    precision: str = "amp-bf16"  # the precision traced ("auto" resolved for the workload)
 
     @property
     def layers(self) -> int:
         return self.workload.layers or 0
 
     def at(self, batch: int) -> list[tuple[int, Trace]]:
-        """Traces at another per-GPU batch (the largest-batch search), traced once each."""
+        """Traces at another per-GPU batch (the largest-batch search): from the basis when the
+        workload is affine in the batch, else traced once each."""
         if batch not in self.samples:
-            self.samples[batch] = _samples(self.workload, self.options, batch, self.depths)
+            found = self.basis.at(batch, self.depths) if self.basis is not None else None
+            if found is None:
+                found = _samples(self.workload, self.options, batch, self.depths)
+            self.samples[batch] = found
         return self.samples[batch]
 
 
-def traced_precision(precision: str) -> str:
-    # bf16 and fp16 autocast allocate the same bytes; "auto" is resolved per GPU at evaluation
-    return "amp-bf16" if precision == "auto" else precision
+def traced_precision(options: Options, workload: Workload) -> str:
+    """The precision the step is traced in. bf16 and fp16 autocast allocate the same bytes, so
+    "auto" traces amp-bf16 and the GPU decides at evaluation; but a causal LM fine-tuned from a
+    checkpoint stored in 16 bits trains in those 16 bits (from_pretrained(torch_dtype="auto")
+    with Trainer(bf16=True): no fp32 master weights), unless LoRA/QLoRA freeze that base."""
+    if options.precision != "auto":
+        return options.precision
+    if not (options.lora or options.qlora) and sixteen_bit_checkpoint(workload):
+        return "bf16"
+    return "amp-bf16"
+
+
+def sixteen_bit_checkpoint(workload: Workload) -> bool:
+    return workload.task == "causal_lm" and workload.checkpoint_dtype in ("bfloat16", "float16")
 
 
 def run_trace(workload: Workload, options: Options, batch: int, depth: int | None) -> Trace:
@@ -63,12 +108,12 @@ def run_trace(workload: Workload, options: Options, batch: int, depth: int | Non
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from dlrig.fit.build import build_model, make_optimizer
-    from dlrig.fit.recorder import trace_step
+    from dlrig.fit.step import trace_step
 
     # Fake-tensor tracing logs every failed meta kernel and models warn about training flags;
     # the estimate reports failures itself.
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
-    precision = traced_precision(options.precision)
+    precision = traced_precision(options, workload)
     traced = replace_options(options, precision=precision)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -79,10 +124,9 @@ def run_trace(workload: Workload, options: Options, batch: int, depth: int | Non
 
         def inputs() -> dict[str, Any]:
             made = workload.make_inputs(batch)
-            if precision == "bf16":
-                made = {
-                    k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in made.items()
-                }
+            if precision in ("bf16", "fp16"):
+                dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+                made = {k: v.to(dtype) if v.is_floating_point() else v for k, v in made.items()}
             return dict(made)
 
         return trace_step(
@@ -90,7 +134,7 @@ def run_trace(workload: Workload, options: Options, batch: int, depth: int | Non
             model,
             inputs,
             workload.loss_of,
-            make_optimizer(options.optimizer),
+            make_optimizer(options.optimizer, options.optimizer_impl),
             autocast,
             call=workload.call,
         )
@@ -104,7 +148,7 @@ def _samples(
     return [(d, run_trace(workload, options, batch, d)) for d in depths]
 
 
-def _sizes(samples: list[tuple[int, Trace]], layers: int) -> Sizes:
+def sizes_of(samples: list[tuple[int, Trace]], layers: int) -> Sizes:
     depths = [d for d, _ in samples]
 
     def value(name: str) -> int:
@@ -151,7 +195,7 @@ def _analytic(workload: Workload, options: Options, batch: int, exc: Exception) 
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from dlrig.fit.build import build_model
-    from dlrig.fit.recorder import sizes
+    from dlrig.fit.step import sizes
 
     with FakeTensorMode(allow_non_fake_inputs=True):
         measured = sizes(build_model(workload, options, None))
@@ -160,6 +204,7 @@ def _analytic(workload: Workload, options: Options, batch: int, exc: Exception) 
         options=options,
         workload=workload,
         batch=batch,
+        precision=traced_precision(options, workload),
         method="analytic",
         sizes=Sizes(state_bytes=0, **measured),
         error=reason,
@@ -169,6 +214,62 @@ def _analytic(workload: Workload, options: Options, batch: int, exc: Exception) 
             "meta implementation"
         ],
     )
+
+
+def basis_key(options: Options) -> tuple[object, ...]:
+    """The workload fields except the batch size: one basis serves every batch. A config file
+    is keyed by its content (its path and the name it is shown under do not change the trace)."""
+    fields = {n: getattr(options, n) for n in WORKLOAD_FIELDS if n != BATCH_FIELD}
+    if options.config is not None:
+        import hashlib
+        from pathlib import Path
+
+        path = Path(options.config)
+        path = path / "config.json" if path.is_dir() else path
+        fields["model"] = "config"
+        fields["config"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return tuple(fields.values())
+
+
+def basis_options(options: Options, workload: Workload) -> Options:
+    """The options as traced, one per distinct trace: "auto" as the precision it traces, and
+    adamw-8bit as adamw (make_optimizer runs the same fp32 AdamW step for both)."""
+    return replace_options(
+        options,
+        precision=traced_precision(options, workload),
+        optimizer="adamw" if options.optimizer == "adamw-8bit" else options.optimizer,
+    )
+
+
+def _basis(workload: Workload, options: Options, batch: int, depths: tuple[int, ...]) -> Basis:
+    from dlrig.fit import store
+    from dlrig.fit.tracedata import same_structure
+
+    options = basis_options(options, workload)
+    key = basis_key(options)
+    known = _BASES.get(key)
+    if known is not None and (known.affine or batch in known.traces):
+        return known
+    stored = store.load(options, workload)
+    if stored is not None and (stored.affine or batch in stored.traces):
+        _remember(key, stored)
+        return stored
+    first = dict(_samples(workload, options, batch, depths))
+    basis = Basis((batch,), {batch: first}, affine=False)
+    if workload.task != "custom":  # factories may mix samples (B×B losses): never extrapolated
+        second = dict(_samples(workload, options, batch + 1, depths))
+        affine = all(same_structure(first[d], second[d]) for d in first)
+        basis = Basis((batch, batch + 1), {batch: first, batch + 1: second}, affine)
+    store.save(options, workload, basis)
+    _remember(key, basis)
+    return basis
+
+
+def _remember(key: tuple[object, ...], basis: Basis) -> None:
+    _BASES[key] = basis
+    _BASES.move_to_end(key)
+    if len(_BASES) > _CACHE_LIMIT:
+        _BASES.popitem(last=False)
 
 
 def trace(options: Options) -> TracedWorkload:
@@ -188,7 +289,9 @@ def trace(options: Options) -> TracedWorkload:
     if workload.layers:
         depths = (2 * workload.period, 3 * workload.period)
     try:
-        samples = _samples(workload, options, batch, depths)
+        basis = _basis(workload, options, batch, depths)
+        samples = basis.at(batch, depths)
+        assert samples is not None
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - sorted below: tracing limits vs the model's own bugs
@@ -206,10 +309,12 @@ def trace(options: Options) -> TracedWorkload:
             workload=workload,
             batch=batch,
             method="trace",
-            sizes=_sizes(samples, layers) if depths else _sizes(samples[:1], layers),
+            sizes=sizes_of(samples, layers) if depths else sizes_of(samples[:1], layers),
             depths=depths,
             samples={batch: samples},
             notes=list(workload.notes),
+            basis=basis,
+            precision=traced_precision(options, workload),
         )
         if depths:
             result.notes.append(

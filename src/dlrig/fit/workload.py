@@ -15,8 +15,24 @@ from typing import Any
 
 from dlrig.errors import InputError, MissingExtraError
 
-TASKS = ("image_classification", "causal_lm", "masked_lm", "bert_pretraining", "seq2seq", "custom")
-TEXT_TASKS = ("causal_lm", "masked_lm", "bert_pretraining", "seq2seq")
+TASKS = (
+    "image_classification",
+    "causal_lm",
+    "masked_lm",
+    "bert_pretraining",
+    "question_answering",
+    "sequence_classification",
+    "seq2seq",
+    "custom",
+)
+TEXT_TASKS = (
+    "causal_lm",
+    "masked_lm",
+    "bert_pretraining",
+    "question_answering",
+    "sequence_classification",
+    "seq2seq",
+)
 
 
 @dataclass
@@ -40,6 +56,9 @@ class Workload:
     config: Any = None  # the transformers config, when there is one
     model_type: str | None = None
     notes: list[str] = field(default_factory=list)
+    checkpoint_dtype: str | None = (
+        None  # the config's torch_dtype: how the checkpoint stores weights
+    )
 
     def call(self, model: Any, inputs: dict[str, Any]) -> Any:
         return model(*inputs.values()) if self.positional else model(**inputs)
@@ -88,6 +107,14 @@ def _layer_pattern(config: Any) -> tuple[int | None, int]:
     return layers, period
 
 
+def checkpoint_dtype(config: Any) -> str | None:
+    """The weights' dtype a config states (`dtype`, formerly `torch_dtype`), as a name."""
+    value = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    if value is None:
+        return None
+    return str(value).removeprefix("torch.")
+
+
 def with_depth(config: Any, depth: int) -> Any:
     reduced = copy.deepcopy(config)
     reduced.num_hidden_layers = depth
@@ -122,8 +149,13 @@ def hf_workload(
     image_size: int | None,
     default_batch: int,
     default_seq: int | None,
+    attention: str = "sdpa",
 ) -> Workload:
-    """A workload for a transformers model class built from `config` (a transformers config)."""
+    """A workload for a transformers model class built from `config` (a transformers config).
+
+    `attention`: "sdpa" (the fused kernels, as transformers picks by default) or "eager"
+    (matmul, softmax and dropout over the S×S scores, saved for backward: what models without
+    SDPA and trainers with their own unfused attention run)."""
     import torch
 
     image = task == "image_classification"
@@ -150,6 +182,9 @@ def hf_workload(
         if patch is not None:
             config.image_size = size
     else:
+        if task == "sequence_classification" and getattr(config, "pad_token_id", 0) is None:
+            # decoder classifiers pool the last non-pad token and refuse batches > 1 without one
+            config.pad_token_id = 0
         size = seq_len or default_seq or 512
         limit = _position_limit(config)
         if limit is not None and size > limit:
@@ -157,11 +192,21 @@ def hf_workload(
                 f"--seq-len {size}: {name} has learned position embeddings for {limit} positions only",
                 fix=f"use --seq-len {limit} or less (models with rotary positions can go longer)",
             )
-    if not convolutional and task != "seq2seq":
-        # SDPA where the model supports it (traced with fused-kernel memory); T5 has no SDPA path.
-        config._attn_implementation = "sdpa"
-    elif task == "seq2seq":
+    notes: list[str] = []
+    if not convolutional and attention == "eager":
         config._attn_implementation = "eager"
+        notes.append("eager attention (--attention eager): the S×S scores are materialised")
+    elif not convolutional and task != "seq2seq" and getattr(model_class, "_supports_sdpa", True):
+        # SDPA where the model supports it (traced with fused-kernel memory)
+        config._attn_implementation = "sdpa"
+    elif not convolutional:
+        # T5 has no SDPA path; Gemma 2's logit soft-capping has none either: transformers runs
+        # them eagerly, and so does the trace (the S×S scores are kept for backward)
+        config._attn_implementation = "eager"
+        notes.append(
+            f"{model_class.__name__} has no SDPA attention in transformers: traced with eager "
+            "attention (S×S scores saved for backward), as transformers runs it"
+        )
     layers, period = _layer_pattern(config)
 
     def build(depth: int | None = None) -> Any:
@@ -178,6 +223,19 @@ def hf_workload(
                 "labels": torch.zeros(batch, dtype=torch.long),
             }
         ids = torch.zeros(batch, size, dtype=torch.long)
+        if task == "question_answering":  # SQuAD: answer start and end positions per sequence
+            return {
+                "input_ids": ids,
+                "token_type_ids": torch.zeros_like(ids),
+                "attention_mask": torch.ones_like(ids),
+                "start_positions": torch.zeros(batch, dtype=torch.long),
+                "end_positions": torch.zeros(batch, dtype=torch.long),
+            }
+        if task == "sequence_classification":  # one label per sequence (GLUE-style)
+            inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+            if getattr(config, "type_vocab_size", 0):
+                inputs["token_type_ids"] = torch.zeros_like(ids)
+            return {**inputs, "labels": torch.zeros(batch, dtype=torch.long)}
         if task == "bert_pretraining":
             return {
                 "input_ids": ids,
@@ -204,6 +262,8 @@ def hf_workload(
         period=period,
         config=config,
         model_type=getattr(config, "model_type", None),
+        notes=notes,
+        checkpoint_dtype=checkpoint_dtype(config),
     )
 
 
@@ -226,7 +286,11 @@ def make_workload(options: Any) -> Workload:
             fix="drop --input (presets and configs build their own batch)",
         )
     if options.model in presets.presets():
-        return presets.preset_workload(options.model, options.seq_len, options.image_size)
+        return presets.preset_workload(
+            options.model, options.seq_len, options.image_size, options.attention
+        )
     if "/" in options.model:
         return hfconfig.hub_workload(options.model, options)
-    return presets.preset_workload(options.model, options.seq_len, options.image_size)
+    return presets.preset_workload(
+        options.model, options.seq_len, options.image_size, options.attention
+    )

@@ -1,0 +1,183 @@
+"""What `dlrig fit` claims about its accuracy, checked on measured rows it was not fitted on.
+
+benchmarks/fit_accuracy.py predicts every row of benchmarks/data/measured_training.csv and
+measured_inference.csv (published measurements, one source each). The held-out rows are fixed by
+the rule in benchmarks/data/fit_holdout.md; the committed constants (fit_calibration.toml
+[fitted]) were fitted on the other rows. The traces come from benchmarks/data/fit_traces/, which
+fit/store.py uses only while the tracer's code and the torch/transformers/peft versions are the
+ones that wrote them; anything else is traced again (correct, only slower).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import statistics
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+from dlrig.fit import pipeline, store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location(
+        "fit_accuracy", ROOT / "benchmarks" / "fit_accuracy.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fit_accuracy"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fa = _benchmark()
+
+
+@pytest.fixture(scope="module")
+def predicted():
+    """(error, case, prediction) of every training-table row, committed constants."""
+    cases, _, _ = fa.load()
+    missing = fa.unstored(cases)
+    if missing:
+        warnings.warn(
+            f"{len(missing)} traces are not stored for this tracer/versions: tracing them "
+            "(slow); refresh with `python benchmarks/fit_accuracy.py`",
+            stacklevel=1,
+        )
+    with store.use(fa.TRACES, write=False):
+        return fa.errors(cases)
+
+
+def _median(rows) -> float:
+    return statistics.median(e for e, _, _ in rows)
+
+
+def _side(rows, kind: str, held: bool):
+    return [r for r in rows if r[1].kind == kind and fa.held_out(r[1].row) == held]
+
+
+def test_held_out_throughput_meets_the_target(predicted):
+    held = _side(predicted, "throughput", True)
+    assert len(held) >= 60
+    assert _median(held) <= fa.TARGETS["throughput"], _median(held)
+
+
+def test_memory_rows_are_all_out_of_sample_and_meet_the_target(predicted):
+    """No constant is fitted on a memory row (the memory model has no [fitted] constant), so
+    every measured peak-memory row is out of sample: their median meets the 15% target."""
+    every = [r for r in predicted if r[1].kind == "memory"]
+    assert len(every) >= 30
+    assert _median(every) <= fa.TARGETS["memory"], _median(every)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="5 held-out memory rows, 3 of them LitGPT runs dlrig under-/over-predicts by 21-25%: "
+    "QLoRA on A10G (dlrig is 20-25% low; the cause is not found) "
+    "and phi-1.5 (LitGPT's bf16 chunked loss vs transformers' fp32 upcast of 51k-vocab logits)",
+)
+def test_held_out_memory_meets_the_target(predicted):
+    held = _side(predicted, "memory", True)
+    assert len(held) >= 5
+    assert _median(held) <= fa.TARGETS["memory"], _median(held)
+
+
+def test_in_sample_is_not_far_better_than_held_out(predicted):
+    """A held-out error far above the in-sample one would mean the constants learnt the rows."""
+    train = _median(_side(predicted, "throughput", False))
+    held = _median(_side(predicted, "throughput", True))
+    assert held <= train + 0.05, (train, held)
+
+
+def test_fitted_constants_are_inside_their_grids():
+    fitted = pipeline.fitted()
+    for grids in (fa.GRID, fa.INFERENCE_GRID):
+        for name, grid in grids.items():
+            assert grid[0] < fitted[name] < grid[-1], (name, fitted[name], grid)
+    source = pipeline.calibration()["fitted"]["source"]
+    assert "held out" in source and "fit_accuracy.py" in source
+
+
+def test_the_rule_file_fixes_the_split_and_its_date():
+    text = (ROOT / "benchmarks" / "data" / "fit_holdout.md").read_text()
+    assert re.search(r"Fixed on \*\*\d{4}-\d{2}-\d{2}\*\*", text)
+    assert "% 5 == 0" in text and "{gpu}|{model}|{precision}" in text
+    row = {"gpu": "A100-SXM4-80GB", "model": "x", "precision": "AMP"}
+    import hashlib
+
+    digest = int(hashlib.sha256(b"A100-SXM4-80GB|x|AMP").hexdigest(), 16)
+    assert fa.held_out(row) == (digest % 5 == 0)
+    # one configuration's rows fall on one side whatever their batch, GPU count or metric
+    a = {**row, "num_gpus": "1", "batch_size_per_gpu": "8", "metric": "train_throughput_total"}
+    b = {**row, "num_gpus": "8", "batch_size_per_gpu": "64", "metric": "peak_gpu_memory"}
+    assert fa.held_out(a) == fa.held_out(b)
+
+
+def _lora_7_8b_memory(predicted):
+    out = []
+    for error, case, value in predicted:
+        s = fa.settings_of(case.row)
+        config = s.get("config", "")
+        if case.kind != "memory" or not ("lora" in s or "qlora" in s):
+            continue
+        if any(size in config for size in ("7b", "8b")):
+            out.append((error, case, value))
+    return out
+
+
+def test_lora_and_qlora_memory_of_7_8b_models_against_published_figures(predicted):
+    """LitGPT (A100 40 GB and A10G tables) and Unsloth's HF+FA2 baseline: at least five
+    published peak-memory figures of 7-8B LoRA/QLoRA runs within 15%, and the median of all
+    of them too."""
+    rows = _lora_7_8b_memory(predicted)
+    sources = {case.row["source"].split(":")[0] for _, case, _ in rows}
+    assert {"Lightning-AI/litgpt", "unslothai/unsloth"} <= sources
+    within = [case.row["model"] for error, case, _ in rows if error <= 0.15]
+    assert len(within) >= 5, within
+    assert _median(rows) <= 0.15
+
+
+def test_unsloth_longest_contexts_fit_their_gpus(predicted):
+    """Unsloth's HF+FA2 column is the longest context that fit each GPU: dlrig's peak there is
+    within 15% of the card's memory (it neither calls it far too small nor far too big)."""
+    rows = [r for r in predicted if "unsloth" in r[1].row["source"]]
+    assert len(rows) >= 6
+    for error, case, value in rows:
+        assert error <= 0.15, (case.row["gpu"], case.row["model"], value / 2**30)
+
+
+def test_transformers_single_gpu_guide_memory(predicted):
+    """transformers' 'Efficient Training on a Single GPU' (V100 16 GB, bert-large): nvidia-smi
+    memory after training for its nine recipes, each within 15%."""
+    rows = [
+        r for r in predicted if r[1].kind == "memory" and "perf_train_gpu_one" in r[1].row["source"]
+    ]
+    assert len(rows) == 9
+    for error, case, value in rows:
+        assert error <= 0.15, (case.row["model"], value / 2**30)
+
+
+def test_inference_against_published_measurements():
+    """gpt-fast (A100, TP 1-8), llama.cpp (RTX 4090), MLC (RTX 4090) and LitGPT (A100):
+    decode/prefill tokens/s and memory; TP degree as the rows state."""
+    served = fa.load_inference()
+    rows = fa.inference_errors(served)
+    sources = {case.row["source"].split(" ")[0].split(":")[0] for _, case, _ in rows}
+    assert len(sources) >= 4, sources
+    assert len(rows) >= 15
+    assert statistics.median(e for e, _, _ in rows) <= 0.15
+    memory = [r for r in rows if r[1].metric == "memory"]
+    assert memory and all(e <= 0.05 for e, _, _ in memory)
+    tp = [r for r in rows if r[1].options.gpus > 1]
+    assert len(tp) >= 6
+    held = [r for r in rows if fa.held_out(r[1].row)]
+    assert held and statistics.median(e for e, _, _ in held) <= 0.15
