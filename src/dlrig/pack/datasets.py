@@ -29,7 +29,7 @@ from dlrig.errors import InputError
 from dlrig.pack.reader import PackIndex, PackReader
 from dlrig.pack.stream import Stream
 
-Transform = Callable[[bytes], Any]
+Transform = Callable[[Any], Any]  # bytes, or memoryview with views=True
 
 
 def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -47,27 +47,44 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
 
 
 class Dataset(torch.utils.data.Dataset[Any]):
-    """Random access: `dataset[i]` is `(bytes, label)`, or `(transform(bytes), label)`."""
+    """Random access: `dataset[i]` is `(bytes, label)`, or `(transform(bytes), label)`.
 
-    def __init__(self, dst: str | Path, transform: Transform | None = None) -> None:
+    With `views=True` the bytes are a `memoryview` of the mapped shard instead of a copy (see
+    `dlrig.pack.reader` on how long one lives): give a transform that reads it at once (a
+    decoder), since a memoryview cannot be sent from a DataLoader worker to the main process.
+    The DataLoader reads whole batches through `__getitems__`, which puts a batch's reads in
+    flight together when the page cache is cold.
+    """
+
+    def __init__(
+        self, dst: str | Path, transform: Transform | None = None, *, views: bool = False
+    ) -> None:
         self.index = PackIndex(dst)
         self.reader = PackReader(self.index)
         self.transform = transform
+        self.views = views
         self.label_map = self.index.label_map
 
     def __len__(self) -> int:
         return len(self.index)
 
     def __getitem__(self, sample: int) -> tuple[Any, int]:
-        index = self.index
-        shard = index.shard_of[sample]
-        view = self.reader._maps[shard]
-        if view is None:
-            view = self.reader._map(shard)
-        data = view[index.starts[sample] : index.ends[sample]]
+        reader = self.reader
+        data = reader.view(sample) if self.views else reader.get(sample)
         if self.transform is not None:
-            return self.transform(data), index.labels[sample]
-        return data, index.labels[sample]
+            return self.transform(data), self.index.labels[sample]
+        return data, self.index.labels[sample]
+
+    def __getitems__(self, samples: list[int]) -> list[tuple[Any, int]]:
+        reader, labels, transform = self.reader, self.index.labels, self.transform
+        if transform is None:
+            batch = reader.view_many(samples) if self.views else reader.get_many(samples)
+            return [(data, labels[s]) for data, s in zip(batch, samples, strict=True)]
+        # One sample's bytes alive at a time: 64 copies of ~100 kB alive together would make
+        # the allocator fault fresh pages in for every batch (~3x the cost of the copies).
+        reader.will_read(samples)
+        get = reader.view if self.views else reader.get
+        return [(transform(get(s)), labels[s]) for s in samples]
 
     def name(self, sample: int) -> str:
         """The sample's name in the source (its path relative to SRC, or its number)."""
@@ -83,6 +100,10 @@ class IterableDataset(torch.utils.data.IterableDataset[Any]):
     `dlrig.pack.order`). `rank`/`world_size` default to torch.distributed's (or the RANK and
     WORLD_SIZE variables torchrun sets). Under DDP pass `drop_last=True`, so every rank has the
     same number of samples and no rank waits in a collective for one that has finished.
+
+    `views=True` yields memoryviews of the mapped shards instead of copies, as `Dataset`
+    does (for a transform that decodes them in the worker). `readahead` (on by default) runs
+    a thread per reading process that asks the kernel for the windows about to be read.
     """
 
     def __init__(
@@ -97,6 +118,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Any]):
         drop_last: bool = False,
         shuffle_window: int | None = None,
         transform: Transform | None = None,
+        views: bool = False,
+        readahead: bool = True,
     ) -> None:
         if batch_size < 1:
             raise InputError(f"batch_size {batch_size}", fix="a positive batch size")
@@ -110,9 +133,11 @@ class IterableDataset(torch.utils.data.IterableDataset[Any]):
             world_size=world_size,
             drop_last=drop_last,
             shuffle_window=shuffle_window,
+            readahead=readahead,
         )
         self.index = self.stream.index
         self.transform = transform
+        self.views = views
         self.label_map = self.index.label_map
         # Epoch and start position, in shared memory: persistent DataLoader workers keep their
         # copy of the dataset between epochs, and still see a new epoch set here.
@@ -154,7 +179,9 @@ class IterableDataset(torch.utils.data.IterableDataset[Any]):
     def __iter__(self) -> Iterator[tuple[Any, int]]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        return self.stream.samples(self.epoch, self.start, worker, workers, self.transform)
+        return self.stream.samples(
+            self.epoch, self.start, worker, workers, self.transform, views=self.views
+        )
 
 
 class StatefulLoader(torch.utils.data.DataLoader[Any]):

@@ -52,23 +52,33 @@ def shard_order(count: int, spec: EpochSpec) -> list[int]:
     return order
 
 
-def rank_sequence(
+def rank_runs(
     shard_counts: Sequence[int], shard_first: Sequence[int], spec: EpochSpec
-) -> array[int]:
-    """Sample numbers rank `spec.rank` reads this epoch, in order (window shuffle applied)."""
+) -> list[tuple[int, int]]:
+    """Rank `spec.rank`'s samples this epoch before the window shuffle, as runs of
+    neighbouring samples: (first sample number, count), each run inside one shard."""
     total = sum(shard_counts)
     low, high = rank_bounds(total, spec.rank, spec.world_size, spec.drop_last)
-    sequence: array[int] = array("q")
+    runs: list[tuple[int, int]] = []
     at = 0
     for shard in shard_order(len(shard_counts), spec):
         count = shard_counts[shard]
         begin, end = max(low, at), min(high, at + count)
         if begin < end:
-            first = shard_first[shard] + (begin - at)
-            sequence.extend(range(first, first + (end - begin)))
+            runs.append((shard_first[shard] + (begin - at), end - begin))
         at += count
         if at >= high:
             break
+    return runs
+
+
+def rank_sequence(
+    shard_counts: Sequence[int], shard_first: Sequence[int], spec: EpochSpec
+) -> array[int]:
+    """Sample numbers rank `spec.rank` reads this epoch, in order (window shuffle applied)."""
+    sequence: array[int] = array("q")
+    for first, count in rank_runs(shard_counts, shard_first, spec):
+        sequence.extend(range(first, first + count))
     if spec.shuffle and spec.window > 1:
         for start in range(0, len(sequence), spec.window):
             window = sequence[start : start + spec.window].tolist()

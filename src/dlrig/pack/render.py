@@ -106,6 +106,8 @@ def render_bench(results: list[Any], out: Any) -> None:
         )
     out.print(table)
     for result in results:
+        if result.verdict == "skip" and result.note:
+            out.print(f"{result.test}: {result.note}")
         if result.unit == "x":
             verdict = "" if result.verdict == "info" else f" [{result.verdict}]"
             out.print(f"{result.test}: {result.value}×{verdict}")

@@ -1,19 +1,28 @@
 """Streaming a pack in the order of `dlrig.pack.order`, without torch (the torch
 IterableDataset and `dlrig pack bench` both read through here).
 
-While a worker reads inside one shuffle window it asks the kernel to read that window and the
-next one ahead (`madvise(MADV_WILLNEED)` over their byte ranges): each window is one or two
-contiguous runs of a shard, so a cold read is large sequential I/O even when the samples
-inside the window are taken in shuffled order.
+The rank's sequence is cut into readahead units: its shuffle windows when shuffled (a window
+is one or two contiguous runs of a shard, so it can be read whole, in storage order, before
+its samples are taken in shuffled order), ~16 MiB of samples when not. A `Readahead` thread
+(`dlrig.pack.readahead`) reads the unit being entered and the ones after it (at least 64 MiB
+ahead, at least one whole window) while this thread slices samples out of the maps: a cold
+read is large sequential I/O that overlaps the work on what is already cached, and a warm
+one costs a few probes a unit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import bisect
+from collections.abc import Callable, Iterator, Sequence
+from itertools import accumulate
 from typing import Any
 
-from dlrig.pack.order import EpochSpec, rank_bounds, rank_sequence, windows_of, worker_positions
+from dlrig.pack.order import EpochSpec, rank_bounds, rank_runs, rank_sequence
+from dlrig.pack.readahead import Range, Readahead
 from dlrig.pack.reader import PackIndex, PackReader
+
+_SEQUENTIAL_UNIT_BYTES = 16 << 20
+_AHEAD_BYTES = 64 << 20
 
 
 class Stream:
@@ -28,6 +37,7 @@ class Stream:
         world_size: int = 1,
         drop_last: bool = False,
         shuffle_window: int | None = None,
+        readahead: bool = True,
     ) -> None:
         self.index = index
         self.reader = PackReader(index)
@@ -37,6 +47,7 @@ class Stream:
         self.rank = rank
         self.world_size = world_size
         self.drop_last = drop_last
+        self.readahead = readahead
         counts = index.shard_counts
         self.window = shuffle_window or max(1, round(sum(counts) / max(1, len(counts))))
 
@@ -49,10 +60,15 @@ class Stream:
             self.seed, epoch, self.shuffle, self.rank, self.world_size, self.drop_last, self.window
         )
 
+    def _data_bytes(self) -> int:
+        return sum(shard.data_bytes for shard in self.index.shards)
+
+    def _firsts(self) -> list[int]:
+        return [shard.first_sample for shard in self.index.shards]
+
     def sequence(self, epoch: int) -> Any:
         """This rank's sample numbers for `epoch`, in reading order."""
-        firsts = [shard.first_sample for shard in self.index.shards]
-        return rank_sequence(self.index.shard_counts, firsts, self.spec(epoch))
+        return rank_sequence(self.index.shard_counts, self._firsts(), self.spec(epoch))
 
     def samples(
         self,
@@ -60,48 +76,82 @@ class Stream:
         start: int = 0,
         worker: int = 0,
         workers: int = 1,
-        transform: Callable[[bytes], Any] | None = None,
+        transform: Callable[[Any], Any] | None = None,
         limit: int | None = None,
+        views: bool = False,
     ) -> Iterator[tuple[Any, int]]:
-        """(bytes or transform(bytes), label) for worker `worker` of `workers`, from `start`."""
+        """(bytes or transform(bytes), label) for worker `worker` of `workers`, from `start`;
+        with `views`, memoryviews instead of bytes (see `dlrig.pack.reader` on their life)."""
         sequence = self.sequence(epoch)
         length = len(sequence) if limit is None else min(len(sequence), start + limit)
-        positions = worker_positions(length, start, self.batch_size, worker, workers)
-        return self._read(sequence, positions, transform)
+        return self._read(epoch, sequence, length, start, worker, workers, transform, views)
 
-    def _prefetch(self, sequence: Any, start: int, stop: int) -> None:
-        ranges: dict[int, list[int]] = {}
+    def _units(self, epoch: int, length: int) -> tuple[int, Callable[[int], list[Range]]]:
+        """The readahead unit size (positions) and each unit's byte ranges."""
         index = self.index
-        for sample in sequence[start:stop]:
-            shard = index.shard_of[sample]
-            bounds = ranges.get(shard)
-            if bounds is None:
-                ranges[shard] = [index.starts[sample], index.ends[sample]]
-            else:
-                bounds[0] = min(bounds[0], index.starts[sample])
-                bounds[1] = max(bounds[1], index.ends[sample])
-        for shard, (low, high) in ranges.items():
-            self.reader.prefetch(shard, low, high)
+        if self.shuffle and self.window > 1:
+            step = self.window
+        else:
+            mean = self._data_bytes() / max(1, len(index))
+            step = max(1, int(_SEQUENTIAL_UNIT_BYTES / max(1.0, mean)))
+        runs = rank_runs(index.shard_counts, self._firsts(), self.spec(epoch))
+        ends = list(accumulate(count for _, count in runs))  # position after each run
+        starts, stops, shard_of = index.starts, index.ends, index.shard_of
+
+        def ranges(unit: int) -> list[Range]:
+            low, high = unit * step, min(length, (unit + 1) * step)
+            out: list[Range] = []
+            run = bisect.bisect_right(ends, low)
+            while run < len(runs) and low < high:
+                first, count = runs[run]
+                begin = ends[run] - count
+                a, b = first + (low - begin), first + (min(high, ends[run]) - begin)
+                out.append((shard_of[a], starts[a], stops[b - 1]))
+                low = ends[run]
+                run += 1
+            return out
+
+        return step, ranges
 
     def _read(
-        self, sequence: Any, positions: Iterator[int], transform: Callable[[bytes], Any] | None
+        self,
+        epoch: int,
+        sequence: Sequence[int],
+        length: int,
+        start: int,
+        worker: int,
+        workers: int,
+        transform: Callable[[Any], Any] | None,
+        views: bool,
     ) -> Iterator[tuple[Any, int]]:
         index, reader = self.index, self.reader
         starts, ends, shard_of, labels = index.starts, index.ends, index.shard_of, index.labels
-        maps = reader._maps
-        windows = list(windows_of(len(sequence), self.window))
-        boundary = -1  # where the window after the current one begins
-        number = 0
-        for position in positions:
-            if position >= boundary:
-                while number < len(windows) and windows[number][1] <= position:
-                    number += 1
-                for ahead in windows[number : number + 2]:
-                    self._prefetch(sequence, *ahead)
-                boundary = windows[number][1] if number < len(windows) else 1 << 62
-            sample = sequence[position]
-            view = maps[shard_of[sample]]
-            if view is None:
-                view = reader._map(shard_of[sample])
-            data = view[starts[sample] : ends[sample]]
-            yield (transform(data) if transform is not None else data), labels[sample]
+        maps: list[Any] = reader._views if views else reader._maps
+        fetch = reader._view if views else reader._map
+        chunk = max(1, self.batch_size)
+        first = start + worker * chunk
+        ahead, step = None, 1
+        if self.readahead and first < length:
+            step, ranges = self._units(epoch, length)
+            mean_unit = max(1, self._data_bytes() * step // max(1, len(index)))
+            ahead = Readahead(
+                index.data_path,
+                ranges,
+                units=-(-length // step),
+                first=first // step,
+                ahead=max(1, -(-_AHEAD_BYTES // mean_unit)),
+            )
+        try:
+            for chunk_start in range(first, length, workers * chunk):
+                if ahead is not None:
+                    ahead.enter(chunk_start // step)
+                for sample in sequence[chunk_start : min(chunk_start + chunk, length)]:
+                    shard = shard_of[sample]
+                    mapped = maps[shard]
+                    if mapped is None:
+                        mapped = fetch(shard)
+                    data = mapped[starts[sample] : ends[sample]]
+                    yield (transform(data) if transform is not None else data), labels[sample]
+        finally:
+            if ahead is not None:
+                ahead.stop()
