@@ -1,19 +1,23 @@
 """`dlrig report`: one page from saved dlrig documents, on the real console script.
 
 The documents are made by dlrig itself from real recorded evidence (tests/fixtures/nvidia-smi):
-`accept --replay`, `doctor --from`/`--save`, `fit --json`, `monitor record --db` and
-`monitor report --json`.
+`accept --replay` (through its Python API, which writes the document the command writes;
+`dlrig accept` itself is tested in test_accept_cli.py), `doctor --from`/`--save`, `fit
+--json`, `monitor record --db` and `monitor report --json`.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
-from tests.conftest import NVSMI
+from tests.conftest import NVSMI, ROOT
 
 T4 = str(NVSMI / "tesla-t4-2procs-q-x.xml")
 RTX3090 = str(NVSMI / "rtx3090-q-x.xml")
@@ -22,11 +26,34 @@ H200_590 = str(NVSMI / "h200-capture-idle-load.txt")  # driver 590.48.01
 H200_580 = str(NVSMI / "table-580.173.02-h200-idle.txt")  # the same model on driver 580.173.02
 
 
-def _accept(run_dlrig, tmp_path, name, *files):
-    out = tmp_path / name
-    done = run_dlrig("accept", "--out", str(out), *[a for f in files for a in ("--replay", f)])
-    assert done.returncode in (0, 1), done.stderr
-    return out / "accept.json"
+def _accept(tmp_path, name, *files):
+    """accept.json of `dlrig accept --replay FILES --out DIR` (without its page: the page
+    under test is the one `dlrig report` makes)."""
+    from dlrig import accept
+
+    run = accept.run(accept.AcceptOptions(replay=tuple(files), out_dir=str(tmp_path / name)))
+    return run.write(with_report=False)[0]
+
+
+def _dlrig_at_once(*commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
+    """Several independent dlrig commands run side by side (each its own process)."""
+    env = {k: v for k, v in os.environ.items() if k != "DLRIG_DEBUG"}
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-m", "dlrig.cli.main", *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        for command in commands
+    ]
+    done = []
+    for process, command in zip(started, commands, strict=True):
+        stdout, stderr = process.communicate(timeout=240)
+        done.append(subprocess.CompletedProcess(command, process.returncode, stdout, stderr))
+    return done
 
 
 def _text(fragment: str) -> str:
@@ -48,7 +75,7 @@ def _first_problem(page_html: str) -> str:
     ids=["t4-pcie-x8", "rtx3090-power-capped", "xid-119"],
 )
 def test_the_page_summary_names_the_recorded_problem_first(run_dlrig, tmp_path, files, words):
-    document = _accept(run_dlrig, tmp_path, "run", *files)
+    document = _accept(tmp_path, "run", *files)
     page = tmp_path / "page.html"
     done = run_dlrig("report", str(document), "--out", str(page))
     assert done.returncode == 1, done.stderr  # the summary has a failing item
@@ -63,8 +90,8 @@ def test_the_page_summary_names_the_recorded_problem_first(run_dlrig, tmp_path, 
 
 
 def test_compare_shows_the_driver_change_at_the_top(run_dlrig, tmp_path):
-    old = _accept(run_dlrig, tmp_path, "old", H200_580)
-    new = _accept(run_dlrig, tmp_path, "new", H200_590)
+    old = _accept(tmp_path, "old", H200_580)
+    new = _accept(tmp_path, "new", H200_590)
     page = tmp_path / "page.html"
     done = run_dlrig("report", str(new), "--compare", str(old), "--out", str(page), "--json")
     assert done.returncode == 0, done.stderr
@@ -87,29 +114,31 @@ def test_compare_shows_the_driver_change_at_the_top(run_dlrig, tmp_path):
 
 def test_every_kind_of_saved_document_goes_into_one_page(run_dlrig, tmp_path):
     doctor = tmp_path / "doctor.json"
-    done = run_dlrig("doctor", "--from", T4, "--json")
-    doctor.write_text(done.stdout)
     snapshot = tmp_path / "box.json"
-    run_dlrig("doctor", "--from", RTX3090, "--save", str(snapshot))
     fit = tmp_path / "fit.json"
-    done = run_dlrig("fit", "llama3-8b", "--gpu", "t4", "--analytic", "--json")
-    fit.write_text(done.stdout)
     db = tmp_path / "history.db"
-    done = run_dlrig(
-        "monitor",
-        "record",
-        "--replay",
-        H200_590,
-        "--frame-seconds",
-        "0.5",
-        "--interval",
-        "0.1",
-        "--db",
-        str(db),
-        "--duration",
-        "2",
+    made = _dlrig_at_once(
+        ("doctor", "--from", T4, "--json"),
+        ("doctor", "--from", RTX3090, "--save", str(snapshot)),
+        ("fit", "llama3-8b", "--gpu", "t4", "--analytic", "--json"),
+        (
+            "monitor",
+            "record",
+            "--replay",
+            H200_590,
+            "--frame-seconds",
+            "0.5",
+            "--interval",
+            "0.1",
+            "--db",
+            str(db),
+            "--duration",
+            "2",
+        ),
     )
-    assert done.returncode == 0, done.stderr
+    doctor.write_text(made[0].stdout)
+    fit.write_text(made[2].stdout)
+    assert made[3].returncode == 0, made[3].stderr
     history_report = tmp_path / "history-report.json"
     history_report.write_text(run_dlrig("monitor", "report", str(db), "--json").stdout)
     page = tmp_path / "page.html"

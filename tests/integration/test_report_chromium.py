@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -201,18 +202,43 @@ def _page_checks(found: dict[str, Any], expected_charts: int) -> None:
         assert chart["w"] >= 300 and chart["h"] >= 100 and chart["marks"] > 10, chart
 
 
-def test_a_live_acceptance_page_renders_its_summary_and_every_chart(run_dlrig, tmp_path, browser):
-    ARTEFACTS.mkdir(parents=True, exist_ok=True)
-    run = tmp_path / "run"
-    done = run_dlrig(
-        "accept", "--level", "quick", "--minutes", "0.2", "--out", str(run), timeout=300
+def _start_dlrig(*args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "DLRIG_DEBUG"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "dlrig.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
-    assert done.returncode in (0, 1), done.stderr[-2000:]
+
+
+def _finished(process: subprocess.Popen[str], codes: tuple[int, ...] = (0, 1)) -> str:
+    stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode in codes, stderr[-2000:]
+    return stdout
+
+
+def test_a_live_acceptance_page_renders_its_summary_and_every_chart(tmp_path, browser):
+    """A live acceptance of this machine (the quick level's compute and memory bench, a
+    3-second burn-in), run through the Python API, which writes the document `dlrig accept`
+    writes; `dlrig fit` meanwhile; then `dlrig report` makes the page the browser opens."""
+    from dlrig import accept
+
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    fit_command = _start_dlrig("fit", "llama3-8b", "--gpu", "t4", "--analytic", "--json")
+    run = accept.run(
+        accept.AcceptOptions(
+            level="quick", minutes=0.05, out_dir=str(tmp_path / "run"), skip=("storage",)
+        )
+    )
+    assert run.burn_in is not None and run.burn_in.stopped_by is None
+    (document,) = run.write(with_report=False)
     fit = tmp_path / "fit.json"
-    fit.write_text(run_dlrig("fit", "llama3-8b", "--gpu", "t4", "--analytic", "--json").stdout)
+    fit.write_text(_finished(fit_command))
     page = tmp_path / "report.html"
-    done = run_dlrig("report", str(run / "accept.json"), str(fit), "--out", str(page))
-    assert done.returncode in (0, 1), done.stderr
+    _finished(_start_dlrig("report", str(document), str(fit), "--out", str(page)))
     expected = page.read_text().count('<figure class="chart"')
     browser.open(page.as_uri())
     found = browser.probe()
@@ -233,30 +259,39 @@ def test_a_live_acceptance_page_renders_its_summary_and_every_chart(run_dlrig, t
     assert pdf.startswith(b"%PDF") and len(pdf) > 20_000
 
 
-def test_recorded_evidence_and_a_driver_change_read_first(run_dlrig, tmp_path, browser):
+def test_recorded_evidence_and_a_driver_change_read_first(tmp_path, browser):
+    from dlrig import accept
+
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
 
-    def accept(name: str, evidence: Path) -> Path:
-        done = run_dlrig("accept", "--replay", str(evidence), "--out", str(tmp_path / name))
-        assert done.returncode in (0, 1), done.stderr
-        return tmp_path / name / "accept.json"
+    def accepted(name: str, evidence: Path) -> str:
+        """accept.json of `dlrig accept --replay EVIDENCE` (its API writes the same file)."""
+        run = accept.run(
+            accept.AcceptOptions(replay=(str(evidence),), out_dir=str(tmp_path / name))
+        )
+        return str(run.write(with_report=False)[0])
 
-    old = accept("old", NVSMI / "table-580.173.02-h200-idle.txt")
-    new = accept("new", NVSMI / "h200-capture-idle-load.txt")
-    page = tmp_path / "compare.html"
-    assert run_dlrig("report", str(new), "--compare", str(old), "--out", str(page)).returncode == 0
-    browser.open(page.as_uri())
+    old = accepted("old", NVSMI / "table-580.173.02-h200-idle.txt")
+    new = accepted("new", NVSMI / "h200-capture-idle-load.txt")
+    t4 = accepted("t4", NVSMI / "tesla-t4-2procs-q-x.xml")
+    compare_page, t4_page = tmp_path / "compare.html", tmp_path / "t4.html"
+    # The two pages are made side by side; each is `dlrig report` on its own.
+    making = [
+        _start_dlrig("report", new, "--compare", old, "--out", str(compare_page)),
+        _start_dlrig("report", t4, "--out", str(t4_page)),
+    ]
+    _finished(making[0], codes=(0,))
+    _finished(making[1], codes=(1,))
+
+    browser.open(compare_page.as_uri())
     found = browser.probe()
     print(f"screenshot: {browser.screenshot(ARTEFACTS / 'report-compare-driver.png')}")
     assert browser.errors() == []
     assert found["firstSection"] == "changes"
     assert "NVIDIA driver" in found["firstChange"] and "590.48.01" in found["firstChange"]
-    _page_checks(found, page.read_text().count('<figure class="chart"'))
+    _page_checks(found, compare_page.read_text().count('<figure class="chart"'))
 
-    t4 = accept("t4", NVSMI / "tesla-t4-2procs-q-x.xml")
-    page = tmp_path / "t4.html"
-    assert run_dlrig("report", str(t4), "--out", str(page)).returncode == 1
-    browser.open(page.as_uri())
+    browser.open(t4_page.as_uri())
     found = browser.probe()
     print(f"screenshot: {browser.screenshot(ARTEFACTS / 'report-t4-pcie.png')}")
     assert browser.errors() == []

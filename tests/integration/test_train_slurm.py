@@ -3,19 +3,36 @@ two-node test cluster (srun -> torchrun -> one gloo rank per node, accumulation 
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.conftest import ROOT
 from tests.integration.slurm_cluster import slurm_cluster  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.integration
+# One Slurm cluster per session: every test that uses it runs on the same xdist worker.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm")]
 SCRIPT = ROOT / "tests" / "data" / "train_scripts" / "slurm_train.py"
+
+
+def _reference_weights() -> str:
+    """One process, the whole batch, the plain loop: the script's own reference, run here
+    (the test process has torch already; a process more would only add its start-up)."""
+    spec = importlib.util.spec_from_file_location("slurm_train", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the script runs
+    try:
+        return str(module.weights_text(module.reference()))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_provision_launch_sbatch_runs_a_dlrig_train_script(slurm_cluster, tmp_path, run_dlrig):  # noqa: F811
@@ -46,13 +63,6 @@ def test_provision_launch_sbatch_runs_a_dlrig_train_script(slurm_cluster, tmp_pa
     ranks = re.findall(r"rank=(\d) world=2 node=\S+ steps=6 accumulation=2", job.stdout)
     assert sorted(ranks) == ["0", "1"], job.stdout
     assert "global batch 16 = 2 ranks × 2 micro-steps × 4 samples" in job.stdout
-    reference = subprocess.run(
-        [sys.executable, str(SCRIPT), "--reference"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
-    expected = re.search(r"weights=(\S+)", reference).group(1)
+    expected = _reference_weights()
     trained = re.findall(r"weights=(\S+)", job.stdout)
     assert len(trained) == 2 and set(trained) == {expected}, job.stdout

@@ -15,6 +15,20 @@ from pathlib import Path
 from dlrig.accept import loads
 from dlrig.machine import probe
 
+TIMEOUT_S = 120
+
+
+def _until(condition, what: str) -> None:
+    """Wait for something the test can observe; a generous deadline, never a guessed delay."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {TIMEOUT_S} s: {what}"
+        time.sleep(0.05)
+
+
+def _reports(load_set: loads.LoadSet, kind: str) -> int:
+    return sum(len(t.t) for t in load_set.tracks() if t.kind == kind)
+
 
 def _gone(pid: int) -> bool:
     """Exited (a zombie waiting for a reaper that is not us counts as exited)."""
@@ -29,10 +43,11 @@ def test_cpu_memory_and_disk_workers_report_and_clean_up(tmp_path):
     machine = probe.collect()
     specs, absent = loads.plan(machine, [], tmp_path, 64 * 1024**2, memory_bytes=64 * 1024**2)
     assert [s.kind for s in specs] == ["cpu", "memory", "disk"] and not absent
-    load_set = loads.LoadSet(specs, seconds=30, interval=0.25, t0=time.time()).start()
+    load_set = loads.LoadSet(specs, seconds=120, interval=0.25, t0=time.time()).start()
     try:
-        load_set.wait_ready(60)
-        time.sleep(2.5)
+        load_set.wait_ready(TIMEOUT_S)
+        # Three reports of every kind (the disk's first one needs a 16 MiB chunk synced).
+        _until(lambda: all(_reports(load_set, s.kind) >= 3 for s in specs), "3 reports each")
         assert load_set.running() == sum(s.workers for s in specs)
     finally:
         load_set.stop()
@@ -71,10 +86,7 @@ def test_workers_stop_by_themselves_when_dlrig_is_killed(tmp_path):
     finally:
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(10)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not all(_gone(pid) for pid in pids):
-        time.sleep(0.2)
-    assert all(_gone(pid) for pid in pids), "a load worker outlived a killed dlrig"
+    _until(lambda: all(_gone(pid) for pid in pids), "every load worker gone after dlrig")
 
 
 def test_no_disk_load_where_the_folder_cannot_hold_it(tmp_path):
@@ -90,10 +102,12 @@ def test_a_gpu_load_runs_or_says_why_it_cannot(tmp_path):
     from dlrig.accept import host_verdicts
 
     spec = loads.LoadSpec("gpu", 0, 1, ("--index", "0"))
-    load_set = loads.LoadSet([spec], seconds=30, interval=0.5, t0=time.time()).start()
+    load_set = loads.LoadSet([spec], seconds=120, interval=0.5, t0=time.time()).start()
     try:
-        load_set.wait_ready(120)
-        time.sleep(1.5)
+        load_set.wait_ready(TIMEOUT_S)
+        (track,) = load_set.tracks()
+        if track.error is None:  # a GPU: wait for its first report
+            _until(lambda: _reports(load_set, "gpu") >= 1, "a GPU load report")
     finally:
         load_set.stop()
     (track,) = load_set.tracks()

@@ -26,13 +26,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlrig import lifecycle
-from dlrig.accept import burnin, judge, levels, stages
-from dlrig.accept.burnin import BurnIn
-from dlrig.accept.verdict import Verdict
 from dlrig.report import envelope
+
+if TYPE_CHECKING:
+    from dlrig.accept import levels
+    from dlrig.accept.burnin import BurnIn
+    from dlrig.accept.verdict import Verdict
+
+# The rest of the package is imported where it is used: every burn-in load worker is
+# `python -m dlrig.accept.worker`, which imports this package first, and a worker must start
+# in a fraction of a second, not pay for the monitor, the verdicts and the machine model.
 
 __all__ = ["SCHEMA_NAME", "SCHEMA_VERSION", "AcceptOptions", "AcceptRun", "run"]
 
@@ -178,6 +183,8 @@ def default_out_dir() -> Path:
 def run(options: AcceptOptions, progress: Progress = no_progress) -> AcceptRun:
     """Doctor, bench, burn-in (or the replayed readings), then the verdicts. Bad input raises
     InputError before anything runs; a stop signal ends the run early and is recorded."""
+    from dlrig import lifecycle
+    from dlrig.accept import burnin, judge, levels, stages
     from dlrig.errors import InputError
     from dlrig.inputs import check_readable_file
     from dlrig.outputs import ensure_directory

@@ -102,6 +102,15 @@ class _Collector:
                 )
             self.xids = sample.xids
 
+    def rebase(self, t0: float) -> None:
+        """Count time from `t0` (when the load runs): earlier points go below zero."""
+        with self.lock:
+            shift = t0 - self.t0
+            self.t0 = t0
+            for track in self.gpus.values():
+                track.shift(shift)
+            self.host.shift(shift)
+
 
 def run_live(
     machine: Machine,
@@ -152,10 +161,18 @@ def run_live(
         specs, absent = loads.plan(machine, gpus, disk_dir, disk_bytes)
         result.absent.extend(absent)
         load_set = loads.LoadSet(specs, seconds, interval, t0)
-        progress("burn-in: starting the load", 0.0)
+        progress(f"burn-in: starting the load ({sum(s.workers for s in specs)} workers)", 0.0)
         load_set.start()
         result.load_pids = load_set.pids()
+        # The burn-in's length counts from when the load runs: a worker starting torch and
+        # CUDA on a busy host can take seconds, which must not come out of the burn-in.
+        load_set.wait_ready()
         started = time.monotonic()
+        # "Seconds into the burn-in" count from here; the readings of the workers' start-up
+        # stay in the series, before zero.
+        load_start = time.time()
+        collector.rebase(load_start)
+        load_set.t0 = load_start
         waiter = threading.Event()
         while True:
             elapsed = time.monotonic() - started

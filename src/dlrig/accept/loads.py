@@ -183,7 +183,8 @@ class LoadSet:
                     worker.ready.set()
                 elif "metrics" in message:
                     metrics = {k: float(v) for k, v in dict(message["metrics"]).items()}
-                    worker.reports.append((float(message["t"]) - self.t0, metrics))
+                    # Unix time: `t0` may move to when the whole load runs (tracks()).
+                    worker.reports.append((float(message["t"]), metrics))
         worker.ready.set()
 
     def wait_ready(self, timeout: float = READY_SECONDS) -> None:
@@ -218,7 +219,7 @@ class LoadSet:
                     for _, metrics in entries:
                         for name, value in metrics.items():
                             summed[name] = summed.get(name, 0.0) + value
-                    track.add(max(t for t, _ in entries), summed)
+                    track.add(max(t for t, _ in entries) - self.t0, summed)
                 result.append(track)
             return result
 

@@ -101,6 +101,10 @@ class GpuTrack:
     def column(self, name: str) -> list[float | None]:
         return self.values[name]
 
+    def shift(self, seconds: float) -> None:
+        """Count time from `seconds` later (the burn-in's zero moved)."""
+        self.t = [t - seconds for t in self.t]
+
     def to_dict(self) -> dict[str, Any]:
         keep = thin(len(self.t))
         return {
@@ -160,6 +164,12 @@ class HostTrack:
         self.disk_read_mb_s.append(read_rate)
         self.disk_write_mb_s.append(write_rate)
         self._last = (t, disk_read_total, disk_write_total)
+
+    def shift(self, seconds: float) -> None:
+        """Count time from `seconds` later (the burn-in's zero moved)."""
+        self.t = [t - seconds for t in self.t]
+        if self._last is not None:
+            self._last = (self._last[0] - seconds, self._last[1], self._last[2])
 
     def to_dict(self) -> dict[str, Any]:
         keep = thin(len(self.t))

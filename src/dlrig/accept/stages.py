@@ -31,17 +31,18 @@ def machine_snapshot(replay: Sequence[str], machine_path: str | None) -> Machine
 
 
 def kernel_xids_after(before: Machine) -> list[XidEvent]:
-    """Kernel-log Xid lines that appeared since `before` was probed (a second, cheap probe)."""
+    """Kernel-log Xid lines that appeared since `before` was probed (the kernel log read
+    again, nothing else)."""
     from dlrig.machine import probe
 
     seen = {
         (e.code, e.pci_bus_id, e.timestamp, e.message)
         for e in (before.kernel_log.xid_events if before.kernel_log else ())
     }
-    after = probe.collect()
+    after, _reason = probe.kernel_log()
     return [
         e
-        for e in (after.kernel_log.xid_events if after.kernel_log else ())
+        for e in (after.xid_events if after else ())
         if (e.code, e.pci_bus_id, e.timestamp, e.message) not in seen
     ]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -74,7 +75,9 @@ class _Progress:
     help="How much runs, as DCGM's diag levels: quick (compute, memory, storage; 1-minute "
     "burn-in), medium (every bench part, short; 5 minutes), long (every part, full; 15 minutes).",
 )
-@click.option("--minutes", type=float, help="Burn-in length (default: the level's).")
+@click.option(
+    "--minutes", type=float, metavar="N", help="Burn-in length in minutes (default: the level's)."
+)
 @click.option(
     "--out",
     "out",
@@ -148,6 +151,9 @@ def accept_command(
         result = accept.run(options, progress)
     written = [str(p) for p in result.write()]
     document = result.to_dict()
+    history = document["files"]["history_db"]
+    if history and Path(history).is_file():
+        written.insert(1, history)  # the monitor wrote it during the burn-in
     if as_json:
         print_json(document)
     else:

@@ -8,20 +8,31 @@ dlrig's own options may come before or after the script; every other word goes t
 and everything after `--` goes to the command untouched. The command's stdout and stderr pass
 through (with `--json`, its stdout goes to stderr so stdout holds only the JSON document), and
 dlrig exits with the command's own exit code.
+
+The command is dlrig's child and never outlives it: the kernel sends it SIGTERM if dlrig dies,
+even by SIGKILL (PR_SET_PDEATHSIG), so a `dlrig.train` script with `save_on_sigterm` still
+writes its checkpoint. Stop signals sent to dlrig are forwarded, except those the terminal sent
+to the whole foreground group (a Ctrl-C): the child has them already, and a second copy would
+cut its checkpoint short. The run's summary comes back through an in-memory file
+(memfd), so a killed dlrig leaves nothing in /tmp.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
-from dlrig import lifecycle
 from dlrig.cli.common import json_option, print_json
 from dlrig.errors import InputError
 from dlrig.report import envelope
@@ -75,12 +86,77 @@ def build_command(words: list[str], gpus: int | None, python: str) -> list[str]:
     return words
 
 
+def check_command(command: list[str]) -> None:
+    """The script or program exists and can run, or one line naming it (before anything starts).
+
+    A script is the first `.py` word of `python X.py`, `torchrun X.py` or `-m
+    torch.distributed.run ... X.py`; a program is the first word otherwise."""
+    script = _script_of(command)
+    if script is not None:
+        _check_script(script)
+        return
+    program = command[0]
+    path = Path(program)
+    if path.is_dir():
+        raise InputError(
+            f"{program}: is a directory, not a training script or a program",
+            fix=f"name the script in it, e.g. dlrig train {path / 'train.py'}",
+        )
+    if os.sep not in program:
+        if shutil.which(program) is None:
+            raise InputError(
+                f"{program}: command not found (not in PATH)",
+                fix="install it, or give its path; a Python script is run as dlrig train SCRIPT.py",
+            )
+        return
+    if not path.exists():
+        raise InputError(f"{program}: no such file", fix="check the path of the program")
+    if not os.access(path, os.X_OK):
+        raise InputError(
+            f"{program}: not executable",
+            fix=f"chmod +x {program}, or name its interpreter: dlrig train -- bash {program}",
+        )
+
+
+def _script_of(command: list[str]) -> str | None:
+    if command[0].endswith(".py"):
+        return command[0]
+    name = Path(command[0]).name
+    if not (name.startswith("python") or name == "torchrun"):
+        return None
+    for word in command[1:]:
+        if word == "-m" or word == "-c":
+            if "torch.distributed.run" not in command:
+                return None  # a module or a one-liner: Python itself reports on it
+            continue
+        if word.endswith(".py") and not word.startswith("-"):
+            return word
+    return None
+
+
+def _check_script(script: str) -> None:
+    path = Path(script)
+    if path.is_dir():
+        raise InputError(
+            f"{script}: is a directory, not a training script",
+            fix=f"name the script in it, e.g. dlrig train {path / 'train.py'}",
+        )
+    if not path.exists():
+        raise InputError(
+            f"{script}: no such file",
+            fix=f"check the path of the training script (relative to {Path.cwd()})",
+        )
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{script}: permission denied", fix="make the script readable")
+
+
 @click.command(
     "train",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True},
     epilog="Exit codes: the training command's own exit code (0 when it finished); 2 when "
-    "the command cannot be started or the options are wrong; 128+N when it was killed by "
-    "signal N (143 for SIGTERM).",
+    "the command cannot be started or the options are wrong; 128+N when it was stopped by "
+    "signal N (143 for SIGTERM, 130 for SIGINT: a dlrig.train script with save_on_sigterm "
+    "writes its checkpoint first).",
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT ARGS | -- CMD ARGS]")
 @click.option(
@@ -94,8 +170,9 @@ def build_command(words: list[str], gpus: int | None, python: str) -> list[str]:
     "--python",
     "python",
     default=sys.executable,
+    metavar="PATH",
     show_default="this Python",
-    help="The Python that runs the script.",
+    help="The Python that runs the script (and torchrun, with --gpus).",
 )
 @json_option
 def train_command(args: tuple[str, ...], gpus: int | None, python: str, as_json: bool) -> None:
@@ -107,12 +184,12 @@ def train_command(args: tuple[str, ...], gpus: int | None, python: str, as_json:
     dlrig train --gpus N train.py ARGS
     """
     command = build_command(_split_argv(args), gpus, python)
-    with tempfile.TemporaryDirectory(prefix="dlrig-train-") as folder:
-        summary_path = Path(folder) / "summary.json"
+    check_command(command)
+    with _summary_channel() as (target, read):
         env = dict(os.environ)
-        env["DLRIG_TRAIN_SUMMARY"] = str(summary_path)
+        env["DLRIG_TRAIN_SUMMARY"] = target
         code = _run(command, env, as_json)
-        summary = _read_summary(summary_path)
+        summary = read()
     if as_json:
         print_json(
             envelope(
@@ -124,32 +201,133 @@ def train_command(args: tuple[str, ...], gpus: int | None, python: str, as_json:
     sys.exit(code)
 
 
+# --- the child: started, watched, never outliving dlrig ---------------------------------------
+
+_WATCHED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)
+_SI_KERNEL = 0x80  # siginfo.si_code of a signal the kernel sent: a terminal's Ctrl-C, a hangup
+_PR_SET_PDEATHSIG = 1
+
+
 def _run(command: list[str], env: dict[str, str], as_json: bool) -> int:
+    """Start the command, forward stop signals to it, wait for it; its exit code (128+N for a
+    signal)."""
+    parent = os.getpid()
+    prctl = _prctl()
+    # Blocked before the child exists, so no signal falls between starting and watching it;
+    # the child gets the mask dlrig had.
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+
+    def in_child() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(128 + signal.SIGTERM)  # dlrig died before prctl took effect
+
     try:
-        child = subprocess.Popen(
-            command, env=env, stdout=sys.stderr.fileno() if as_json else None, stdin=None
-        )
-    except FileNotFoundError:
-        raise InputError(f"{command[0]}: command not found", fix="check the command") from None
-    except PermissionError:
-        raise InputError(f"{command[0]}: permission denied", fix="check the command") from None
+        try:
+            child = subprocess.Popen(
+                command,
+                env=env,
+                stdout=sys.stderr.fileno() if as_json else None,
+                stdin=None,
+                preexec_fn=in_child,  # safe: the CLI has no other thread at this point
+            )
+        except OSError as exc:
+            # Checked before (check_command); what is left: a file the kernel cannot run.
+            raise InputError(
+                f"{command[0]}: cannot be started ({exc.strerror})",
+                fix=f"a Python script runs as dlrig train SCRIPT.py; another file with its "
+                f"interpreter: dlrig train -- bash {command[0]}",
+            ) from None
+        code = _watch(child)
+        # A signal that came with the child's end is the child's: it must not stop dlrig
+        # before dlrig reports the child's own exit code.
+        while signal.sigtimedwait(_WATCHED, 0) is not None:
+            pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+    return code
 
-    def forward(signum: int) -> None:
-        # The child saves its checkpoint on SIGTERM (save_on_sigterm) and exits by itself.
-        child.send_signal(signum)
 
-    with lifecycle.handling(forward):
-        code = child.wait()
-    return code if code >= 0 else 128 - code
+def _watch(child: subprocess.Popen[bytes]) -> int:
+    stopped_by: int | None = None
+    while True:
+        info = signal.sigtimedwait(_WATCHED, 1.0)
+        if info is not None and info.si_signo != signal.SIGCHLD:
+            stopped_by = stopped_by or info.si_signo
+            # From the terminal, the signal went to the whole foreground group, the child
+            # included: a second copy would cut its checkpoint short. From kill(1), Slurm or a
+            # supervisor, only dlrig got it.
+            if info.si_code != _SI_KERNEL:
+                with contextlib.suppress(ProcessLookupError):
+                    child.send_signal(info.si_signo)
+            continue
+        code = child.poll()
+        if code is None:
+            continue
+        if code < 0:
+            return 128 - code
+        # A child that failed after a stop signal was stopped by it (torchrun exits with 1).
+        return 128 + stopped_by if code != 0 and stopped_by is not None else code
 
 
-def _read_summary(path: Path) -> dict[str, Any] | None:
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up before the fork (nothing is loaded in the child)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return function
+
+
+@contextlib.contextmanager
+def _summary_channel() -> Iterator[tuple[str, Callable[[], dict[str, Any] | None]]]:
+    """Where the run writes its summary, and how to read it back once the child has ended.
+
+    An in-memory file (memfd) named to the child as /proc/PID/fd/N: it goes away with dlrig
+    however dlrig ends, kill -9 included. Without memfd, a temporary folder."""
+    fd: int | None = None
+    with contextlib.suppress(AttributeError, OSError):
+        # The name dlrig.train checks before writing (summary.LAUNCHER_CHANNEL).
+        fd = os.memfd_create("dlrig-train-summary", os.MFD_CLOEXEC)
+    if fd is not None and os.path.exists(f"/proc/{os.getpid()}/fd/{fd}"):
+        try:
+            yield f"/proc/{os.getpid()}/fd/{fd}", lambda: _parse_summary(_read_fd(fd))
+        finally:
+            os.close(fd)
+        return
+    if fd is not None:
+        os.close(fd)
+    with tempfile.TemporaryDirectory(prefix="dlrig-train-") as folder:
+        path = Path(folder) / "summary.json"
+        yield str(path), lambda: _parse_summary(_read_path(path))
+
+
+def _read_fd(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _read_path(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _parse_summary(data: bytes) -> dict[str, Any] | None:
     import json
 
-    if not path.is_file():
+    if not data:
         return None
     try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None  # the child was stopped while writing it
     return document if isinstance(document, dict) else None

@@ -37,15 +37,27 @@ class BatchPlan:
     def halved(self) -> BatchPlan:
         return replace(self, micro_batch=max(1, self.micro_batch // 2))
 
+    def micro_sizes(self) -> list[int]:
+        """The micro-batches one rank's batch is cut into (`split` cuts it so): the last one
+        smaller when the micro-batch does not divide the rank's batch."""
+        if self.per_rank == 0:
+            return []
+        micro = min(self.micro_batch, self.per_rank)
+        full, rest = divmod(self.per_rank, micro)
+        return [micro] * full + ([rest] if rest else [])
+
     def describe(self) -> str:
+        """The equation of what is really run, true whether or not the sizes divide."""
         ranks = f"{self.world_size} rank{'s' if self.world_size > 1 else ''}"
         if self.per_rank == 0:
             return f"batches from your batch sampler on {ranks}, micro-batch {self.micro_batch}"
-        return (
-            f"global batch {self.global_batch} = {ranks} × {self.accumulation} micro-step"
-            f"{'s' if self.accumulation > 1 else ''} × {min(self.micro_batch, self.per_rank)} "
-            "samples"
-        )
+        sizes = self.micro_sizes()
+        steps = f"{len(sizes)} micro-step{'s' if len(sizes) > 1 else ''}"
+        head = f"global batch {self.global_batch} = {ranks} × "
+        if len(set(sizes)) == 1:
+            return head + f"{steps} × {sizes[0]} samples"
+        # e.g. 100 = 1 rank × 4 micro-steps (3 of 32 samples, 1 of 4): 3 × 32 + 4 = 100.
+        return head + f"{steps} ({len(sizes) - 1} of {sizes[0]} samples, 1 of {sizes[-1]})"
 
     def to_dict(self) -> dict[str, int]:
         return {

@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from dlrig import causes
-from dlrig.train.accumulation import BatchPlan
+from dlrig.train.accumulation import AgreedGradients, BatchPlan
+from dlrig.train.distributed import World
 from dlrig.train.log import RunLog
 from dlrig.train.precision import TrainError
 
@@ -39,6 +40,38 @@ class OomInjector:
                 f"CUDA out of memory (injected by dlrig.train on rank {rank} at step {step}, "
                 f"micro-batch {micro_batch} > {self.above_micro_batch})"
             )
+
+
+def choose(
+    requested: bool | str,
+    device: torch.device,
+    fsdp: bool,
+    ddp: bool,
+    module: torch.nn.Module,
+    world: World,
+    log: RunLog,
+) -> tuple[bool, AgreedGradients | None]:
+    """Whether OOM back-off is on, and under DDP the buffer through which the ranks agree."""
+    on = requested is True or (requested == "auto" and device.type == "cuda")
+    if fsdp and on:
+        if requested is True:
+            raise TrainError(
+                "oom_backoff=True under FSDP is not supported: its reduce-scatter runs "
+                "inside backward, where one rank's OOM would leave the others waiting",
+                fix="oom_backoff=False, and a micro_batch that fits (dlrig fit estimates it)",
+            )
+        log.decide("backoff", "OOM back-off: off under FSDP")
+        return False, None
+    if on and ddp:
+        log.decide(
+            "backoff",
+            "OOM back-off on: the ranks agree through the gradient all-reduce (one "
+            "collective per step carries the gradients and the OOM flag)",
+        )
+        return True, AgreedGradients(list(module.parameters()), world.world_size)
+    if on:
+        log.decide("backoff", "OOM back-off on: an OOM halves the micro-batch")
+    return on, None
 
 
 def release_memory(device: torch.device) -> None:

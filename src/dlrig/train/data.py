@@ -224,7 +224,7 @@ class TrainLoader:
             self.position.consumed = 0
             if consumed and self.batches is not None:
                 return f"epoch {epoch} restarts (its order could not be carried to this world)"
-            return f"epoch {epoch} from its start"
+            return f"the start of epoch {epoch}"
         self.position.consumed = consumed
         self._pending_epoch_rng = state.get("epoch_start_rng")
         if self.batches is None:

@@ -8,6 +8,7 @@ kept in `decisions`, so the end-of-run summary and the `--json` document carry t
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -48,12 +49,30 @@ class RunLog:
     def _write(self, line: str) -> None:
         if self.quiet:
             return
-        if self._progress_open:
-            # Finish the progress line first so a decision never lands in the middle of it.
-            self.stream.write("\n")
-            self._progress_open = False
-        self.stream.write(line + "\n")
-        self.stream.flush()
+        try:
+            if self._progress_open:
+                # Finish the progress line first so a decision never lands in the middle of it.
+                self.stream.write("\n")
+                self._progress_open = False
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        except OSError:
+            # The terminal is gone (SIGHUP): the run, and its checkpoint, must go on without it.
+            pass
+
+    def say_from_signal_handler(self, text: str) -> None:
+        """Rank 0's line from inside a signal handler: straight to the file descriptor, since
+        the handler may interrupt a write to the same buffered stream (a reentrant call)."""
+        if self.quiet or self.rank != 0:
+            return
+        try:
+            fd = self.stream.fileno()
+            os.write(
+                fd, (("\n" if self._progress_open else "") + "dlrig.train: " + text + "\n").encode()
+            )
+        except (OSError, ValueError, AttributeError):
+            return
+        self._progress_open = False
 
     def decide(self, key: str, text: str, step: int = 0, everywhere: bool = False) -> None:
         """Record a decision once per key; rank 0 prints it (every rank when `everywhere`)."""
@@ -73,18 +92,24 @@ class RunLog:
         """Rank 0's one line: rewritten in place on a terminal, one line per call otherwise."""
         if self.quiet or self.rank != 0:
             return
-        if self._tty:
-            self.stream.write("\r\x1b[2K" + text)
-            self._progress_open = True
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+        try:
+            if self._tty:
+                self.stream.write("\r\x1b[2K" + text)
+                self._progress_open = True
+            else:
+                self.stream.write(text + "\n")
+            self.stream.flush()
+        except OSError:
+            pass
 
     def close_progress(self) -> None:
         if self._progress_open:
-            self.stream.write("\n")
-            self.stream.flush()
             self._progress_open = False
+            try:
+                self.stream.write("\n")
+                self.stream.flush()
+            except OSError:
+                pass
 
 
 def format_seconds(seconds: float) -> str:

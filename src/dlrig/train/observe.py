@@ -140,6 +140,16 @@ class Observer:
             self.sampler = None
 
 
+def for_run(options: Any, log: RunLog, rank: int, cuda: bool) -> Observer | None:
+    """The run's observer (a `dlrig.train.Options`), or None when nothing is to be observed."""
+    progress = options.progress is True or (options.progress == "auto" and log._tty)
+    gpu = open_gpu_source(options.gpu_monitor, cuda, log)
+    if options.log_dir is None and not progress and gpu is None:
+        return None
+    log_dir = Path(options.log_dir) if options.log_dir is not None else None
+    return Observer(log, rank, log_dir, gpu, options.max_steps, progress)
+
+
 def open_gpu_source(requested: Any, cuda: bool, log: RunLog) -> Any:
     """The monitor's GPU source: the one given, NVML where CUDA runs, else none."""
     if requested is False or requested is None:

@@ -56,8 +56,27 @@ class Options:
             "checkpoint_every_steps",
         ):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
+            # bool is an int to Python: global_batch=True must not mean a batch of 1.
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
                 raise InputError(f"{name}={value!r}", fix=f"give {name} as a positive integer")
+        if self.clip_grad_norm is not None and (
+            isinstance(self.clip_grad_norm, bool)
+            or not isinstance(self.clip_grad_norm, int | float)
+            or not 0 < self.clip_grad_norm < float("inf")
+        ):
+            # torch clips with max_norm / norm: a negative max_norm flips every gradient.
+            raise InputError(
+                f"clip_grad_norm={self.clip_grad_norm!r} is not a positive number",
+                fix="give the largest gradient norm to allow, e.g. clip_grad_norm=1.0, or None",
+            )
+        if isinstance(self.keep_checkpoints, bool) or not (
+            isinstance(self.keep_checkpoints, int) and self.keep_checkpoints >= 1
+        ):
+            raise InputError(
+                f"keep_checkpoints={self.keep_checkpoints!r}", fix="keep at least 1 checkpoint"
+            )
         if self.micro_batch is not None and self.accumulation is not None:
             raise InputError(
                 "micro_batch and accumulation given together",

@@ -57,6 +57,8 @@ def apply_training(run: Run) -> None:
     counters = shared["counters"]
     run.steps = int(counters["step"])
     run.timing.samples = int(counters.get("samples", 0))
+    # The run's state is already in this checkpoint: `finish` before any step needs no other.
+    run.last_checkpoint = path
     if mine is not None and run.loader is None:
         # No loader of ours: put the generators back now (a loader would do it at the
         # right moment of its first epoch instead).

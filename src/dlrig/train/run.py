@@ -20,24 +20,24 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
+from dlrig.train import backoff as backoff_policy
 from dlrig.train import checkpoint as ckpt
-from dlrig.train import distributed, observe, precision, resume, switches
-from dlrig.train.accumulation import AgreedGradients, BatchPlan
+from dlrig.train import distributed, observe, precision, resume, stopping, switches
+from dlrig.train.accumulation import BatchPlan
 from dlrig.train.data import StopFlag, Timing, TrainLoader
 from dlrig.train.loaders import generators_of, rebuild
 from dlrig.train.log import RunLog
 from dlrig.train.options import Options
 from dlrig.train.precision import OverflowWatch, TrainError
 from dlrig.train.steps import StepEngine
-from dlrig.train.summary import Summary, summarize
+from dlrig.train.stopping import StopSignals
+from dlrig.train.summary import Summary, hand_to_launcher, summarize
 
 _NEVER = 1 << 62
 
@@ -72,8 +72,10 @@ class Run:
         self.last_checkpoint: Path | None = None
         self.resume_state: tuple[dict[str, Any], dict[str, Any] | None, Path] | None = None
         self.sharded = False
-        self._signal: int | None = None
-        self._previous_handler: Any = None
+        self.signals = StopSignals(self._on_signal)
+        self._installed_signals = False
+        # Set when a resumed run has nothing left to do (its max_steps or epochs are done).
+        self.nothing_left: str | None = None
         self._next_log = _NEVER
         self._next_checkpoint = _NEVER
         self.observer: observe.Observer | None = None
@@ -92,6 +94,13 @@ class Run:
     @property
     def is_main(self) -> bool:
         return self.world.rank == 0
+
+    @property
+    def stop_signal(self) -> str | None:
+        """The stop signal that arrived ("SIGTERM", "SIGINT", "SIGHUP"), None before one does.
+        The next `step` ends with a checkpoint and the exit; a long loop of your own
+        (evaluation) can check this to get there sooner."""
+        return self.signals.name
 
     @property
     def epoch(self) -> int:
@@ -126,28 +135,9 @@ class Run:
             wrapped = ddp
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
         self.model = switches.apply_compile(wrapped, o.compile, self.log)
-        backoff_on = o.oom_backoff is True or (
-            o.oom_backoff == "auto" and self.device.type == "cuda"
+        backoff_on, agreed = backoff_policy.choose(
+            o.oom_backoff, self.device, fsdp, ddp is not None, module, self.world, self.log
         )
-        if fsdp and backoff_on:
-            if o.oom_backoff is True:
-                raise TrainError(
-                    "oom_backoff=True under FSDP is not supported: its reduce-scatter runs "
-                    "inside backward, where one rank's OOM would leave the others waiting",
-                    fix="oom_backoff=False, and a micro_batch that fits (dlrig fit estimates it)",
-                )
-            backoff_on = False
-            self.log.decide("backoff", "OOM back-off: off under FSDP")
-        agreed = None
-        if backoff_on and ddp is not None:
-            agreed = AgreedGradients(list(module.parameters()), self.world.world_size)
-            self.log.decide(
-                "backoff",
-                "OOM back-off on: the ranks agree through the gradient all-reduce (one "
-                "collective per step carries the gradients and the OOM flag)",
-            )
-        elif backoff_on:
-            self.log.decide("backoff", "OOM back-off on: an OOM halves the micro-batch")
         scaler = self.precision.scaler()
         self.engine = StepEngine(
             run=self,
@@ -172,7 +162,7 @@ class Run:
         if self.resume_state is not None:
             resume.apply_training(self)
         if o.save_on_sigterm:
-            self._install_sigterm()
+            self._install_signals()
         self._start_observer()
         if self.loader is not None:
             self._finish_plan()
@@ -225,39 +215,21 @@ class Run:
     def _load_latest(self) -> None:
         resume.load_latest(self)
 
-    def _install_sigterm(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            self.log.decide("sigterm", "save_on_sigterm: not installed (not the main thread)")
-            return
+    def _install_signals(self) -> None:
+        self._installed_signals = self.signals.install(self.log)
 
-        def on_term(signum: int, frame: FrameType | None) -> None:
-            self._signal = signum
-            if self.engine is not None:
-                self.engine.next_event = 0
-
-        self._previous_handler = signal.signal(signal.SIGTERM, on_term)
-        self.log.decide(
-            "sigterm",
-            "SIGTERM (Slurm preemption, spot reclaim) writes a checkpoint at the end of the "
-            "current step, then exits with 143",
-        )
+    def _on_signal(self, signum: int) -> None:
+        """In the signal handler: make the step engine stop at the end of this step."""
+        if self.engine is not None:
+            self.engine.next_event = 0
+        stopping.announce(self.log, signum)
 
     def _start_observer(self) -> None:
         o = self.options
-        progress = o.progress is True or (o.progress == "auto" and self.log._tty)
-        gpu = observe.open_gpu_source(o.gpu_monitor, self.device.type == "cuda", self.log)
-        if o.log_dir is None and not progress and gpu is None:
-            return
-        self.observer = observe.Observer(
-            self.log,
-            self.rank,
-            Path(o.log_dir) if o.log_dir is not None else None,
-            gpu,
-            o.max_steps,
-            progress,
-        )
-        self.observer.reset(self.steps, self.timing.samples, 0.0, 0.0)
-        self._next_log = (self.steps // o.log_every_steps + 1) * o.log_every_steps
+        self.observer = observe.for_run(o, self.log, self.rank, self.device.type == "cuda")
+        if self.observer is not None:
+            self.observer.reset(self.steps, self.timing.samples, 0.0, 0.0)
+            self._next_log = (self.steps // o.log_every_steps + 1) * o.log_every_steps
 
     # --- the step ------------------------------------------------------------------------
 
@@ -298,17 +270,27 @@ class Run:
         if o.checkpoint_every_steps is not None and step >= self._next_checkpoint:
             self.save()
         self.arm()
-        if self._signal is not None:
-            signum = self._signal
+        if self.signals.signum is not None:
+            self._exit_on_signal(self.signals.signum)
+
+    def _exit_on_signal(self, signum: int) -> NoReturn:
+        """The checkpoint of this step (unless a periodic one just wrote it), then the exit;
+        `dlrig train` gets the summary, which says where the checkpoint is."""
+        step = self.steps
+        saved = self.last_checkpoint
+        if saved is None or saved.name != ckpt.step_dir_name(step):
             saved = self.save()
-            self.log.say(
-                f"{signal.Signals(signum).name}: checkpoint of step {step} written to {saved}; "
-                f"exiting with {128 + signum}",
-                everywhere=self.world.distributed,
-            )
-            self.stopped_by = signal.Signals(signum).name
-            self.close()
-            raise SystemExit(128 + signum)
+        name = signal.Signals(signum).name
+        self.log.say(
+            f"{name}: checkpoint of step {step} written to {saved}; exiting with {128 + signum}",
+            everywhere=self.world.distributed,
+        )
+        self.stopped_by = name
+        target = os.environ.get("DLRIG_TRAIN_SUMMARY")
+        if target and self.is_main:
+            hand_to_launcher(target, summarize(self), self.log)
+        self.close()
+        raise SystemExit(128 + signum)
 
     def arm(self) -> None:
         """Set the next step at which `on_event` must run."""
@@ -320,17 +302,33 @@ class Run:
             # Resumed from a run that had already finished.
             self.stop.requested = True
             self.stopped_by = "max_steps"
+            self._nothing_left(f"max_steps={o.max_steps} is reached")
         assert self.engine is not None
-        self.engine.next_event = 0 if self._signal is not None else self.next_event()
+        self.engine.next_event = 0 if self.signals.signum is not None else self.next_event()
+
+    def _nothing_left(self, reason: str) -> None:
+        """A resumed run whose work is done: say so once, instead of training nothing."""
+        if self.nothing_left is not None or self.resume_state is None:
+            return
+        self.nothing_left = reason
+        self.log.say(
+            f"nothing left to train: {reason} (the checkpoint {self.resume_state[2]} is of "
+            f"step {self.steps})"
+        )
 
     # --- loops, checkpoints, the end -----------------------------------------------------
 
     def epochs(self, count: int) -> Iterator[int]:
         """Epoch numbers from where the run stands (after a resume: the saved epoch) to count."""
+        first = True
         while not self.stop.requested:
             epoch = self.epoch
             if epoch >= count:
+                if first and self.resume_state is not None:
+                    done = "epochs are" if count != 1 else "epoch is"
+                    self._nothing_left(f"the {count} {done} done")
                 return
+            first = False
             yield epoch
             if self.loader is not None and self.loader.position.epoch == epoch:
                 if self.stop.requested:
@@ -351,9 +349,13 @@ class Run:
         engine = self.engine
         if engine is None:
             raise TrainError("Run.finish before Run.setup", fix="call run.setup first")
-        if self.checkpointer is not None and (
-            self.last_checkpoint is None
-            or not self.last_checkpoint.name.endswith(ckpt.step_dir_name(self.steps))
+        if (
+            self.checkpointer is not None
+            and self.nothing_left is None
+            and (
+                self.last_checkpoint is None
+                or not self.last_checkpoint.name.endswith(ckpt.step_dir_name(self.steps))
+            )
         ):
             self.save()
         if self.world.distributed:
@@ -372,11 +374,7 @@ class Run:
                 self.log.say(line)
             target = os.environ.get("DLRIG_TRAIN_SUMMARY")
             if target:
-                import json
-
-                from dlrig.outputs import write_text_atomic
-
-                write_text_atomic(target, json.dumps(summary.to_dict(), indent=2) + "\n")
+                hand_to_launcher(target, summary, self.log)
         self.close()
         return summary
 
@@ -387,9 +385,9 @@ class Run:
         self._closed = True
         if self.observer is not None:
             self.observer.close()
-        if self._previous_handler is not None:
-            signal.signal(signal.SIGTERM, self._previous_handler)
-            self._previous_handler = None
+        if self._installed_signals:
+            self.signals.restore()
+            self._installed_signals = False
         self.world.close()
 
     def __enter__(self) -> Run:

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from dlrig import causes
 from dlrig.report import envelope
-from dlrig.train.log import Decision, format_seconds
+from dlrig.train.log import Decision, RunLog, format_seconds
 
 if TYPE_CHECKING:
     from dlrig.train.run import Run
 
 SCHEMA = "dlrig.train"
 SCHEMA_VERSION = 1
+LAUNCHER_CHANNEL = "dlrig-train-summary"  # the memfd name `dlrig train` reads the summary from
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class Summary:
     plan: dict[str, int]
     precision: str
     world_size: int
-    stopped_by: str | None = None  # "max_steps" | "SIGTERM" | None (the loop ended)
+    stopped_by: str | None = None  # "max_steps" | "SIGTERM" | "SIGINT" | "SIGHUP" | None
     last_checkpoint: str | None = None
     decisions: tuple[Decision, ...] = ()
     findings: tuple[Finding, ...] = ()
@@ -82,6 +83,8 @@ class Summary:
     # The first step is start-up and is not in `split`: these are the steps and samples it covers.
     timed_steps: int = 0
     timed_samples: int = 0
+    # A resumed run with nothing left to do: why (its max_steps or its epochs are done).
+    nothing_left: str | None = None
 
     @property
     def samples_per_s(self) -> float:
@@ -111,10 +114,16 @@ class Summary:
                 "last_checkpoint": self.last_checkpoint,
                 "decisions": [d.to_dict() for d in self.decisions],
                 "findings": [f.to_dict() for f in self.findings],
+                "nothing_left": self.nothing_left,
             },
         )
 
     def lines(self) -> list[str]:
+        if self.nothing_left is not None:
+            return [
+                f"{self.steps} steps, {self.samples} samples, all before this resume: nothing "
+                f"was left to train ({self.nothing_left})"
+            ]
         split = self.split
         shares = split.shares()
         out = [
@@ -202,5 +211,30 @@ def summarize(run: Run) -> Summary:
         comm_measured=not run.world.distributed
         or engine.agreed is not None
         or engine.comm_timer is not None,
+        nothing_left=run.nothing_left,
     )
     return summary
+
+
+def hand_to_launcher(target: str, summary: Summary, log: RunLog) -> None:
+    """The summary for `dlrig train` (which names where in DLRIG_TRAIN_SUMMARY). Its in-memory
+    file (/proc/PID/fd/N) is written in place; a path elsewhere atomically. A summary that
+    cannot be handed over costs a line, never the finished run."""
+    import json
+
+    from dlrig.outputs import write_text_atomic
+
+    text = json.dumps(summary.to_dict(), indent=2) + "\n"
+    try:
+        if target.startswith("/proc/"):
+            # On another node (a launcher's srun) the same /proc path is some other process's
+            # file, or none: write only into dlrig train's own channel.
+            if not os.readlink(target).startswith(f"/memfd:{LAUNCHER_CHANNEL}"):
+                log.say(f"the summary for dlrig train was not handed over ({target} is not its)")
+                return
+            with open(target, "w", encoding="utf-8") as stream:
+                stream.write(text)
+        else:
+            write_text_atomic(target, text)
+    except OSError as exc:
+        log.say(f"the summary for dlrig train was not handed over ({target}: {exc.strerror})")

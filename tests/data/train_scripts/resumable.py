@@ -2,7 +2,9 @@
 
 Everything random is in it on purpose (shuffle order, dropout masks, a NumPy draw, Python's
 random) so that a resume that missed any generator or the data position shows as different
-final weights. Prints `step N` after each step for the test that kills it.
+final weights. Prints `step N` after each step for the test that stops it; with `--hold-at N`
+it then waits (up to a minute) for a stop signal before the next step, so the signal lands at a
+known step however slowly the machine runs: the checkpoint of a signal is of step N + 1.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def main() -> None:
     parser.add_argument("--sigterm", action="store_true")
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--micro-batch", type=int, default=None)
+    parser.add_argument("--hold-at", type=int, default=None)
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -65,6 +68,10 @@ def main() -> None:
             print(f"step {run.steps}", flush=True)
             if args.sleep:
                 time.sleep(args.sleep)
+            if run.steps == args.hold_at:
+                deadline = time.monotonic() + 60
+                while run.stop_signal is None and time.monotonic() < deadline:
+                    time.sleep(0.01)  # a SIGKILL ends it here; a stop signal, after one step
     run.finish()
     torch.save({k: v.clone() for k, v in model.state_dict().items()}, args.out)
     print("done", flush=True)

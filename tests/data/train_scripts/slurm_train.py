@@ -64,10 +64,13 @@ def main() -> None:
             f"steps={summary.steps} accumulation={summary.plan['accumulation']}",
             flush=True,
         )
-    weights = ",".join(
+    print(f"weights={weights_text(net)}", flush=True)
+
+
+def weights_text(net: torch.nn.Module) -> str:
+    return ",".join(
         f"{v:.6f}" for v in torch.cat([p.detach().flatten() for p in net.parameters()]).tolist()
     )
-    print(f"weights={weights}", flush=True)
 
 
 if __name__ == "__main__":
