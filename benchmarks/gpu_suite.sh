@@ -108,7 +108,7 @@ fi
 
 # 6. The GPU smoke tests, fit's predictions against real steps included.
 if [ "$have_cuda" = 1 ]; then
-  step pytest-gpu 300 "$py" -m pytest -m gpu tests/gpu -q -p no:cacheprovider
+  step pytest-gpu 300 "$py" -m pytest -m gpu tests/gpu -q -p no:cacheprovider -n 0
 else
   skip pytest-gpu "torch sees no CUDA device"
 fi

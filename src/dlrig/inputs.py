@@ -55,14 +55,21 @@ def read_text(path: Path | str, what: str, max_bytes: int) -> str:
         data = p.read_bytes()
     except OSError as exc:
         raise InputError(f"{p}: cannot be read ({exc.strerror})", fix="check the file") from None
+    return decode_text(data, str(p), what)
+
+
+def decode_text(data: bytes, label: str, what: str, gzip_ok: bool = False) -> str:
+    """`data` as text; an InputError naming `label` when it is binary or not UTF-8 (a few
+    stray bytes are replaced, as a log cut mid-character has them)."""
     if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
+        packed = "gzip is fine" if gzip_ok else "not compressed"
         raise InputError(
-            f"{p}: is a binary file, not text", fix=f"give the {what} as text (not compressed)"
+            f"{label}: is a binary file, not text", fix=f"give the {what} as text ({packed})"
         )
     text = data.decode("utf-8", errors="replace")
     if text.count("\ufffd") > max(16, len(text) // 100):
         raise InputError(
-            f"{p}: is not UTF-8 text",
+            f"{label}: is not UTF-8 text",
             fix=f"give the {what} as UTF-8 text (e.g. `iconv -t utf-8`)",
         )
     return text

@@ -70,3 +70,8 @@ def envelope(schema: str, schema_version: int, body: Mapping[str, Any]) -> dict[
         if key not in document:
             document[key] = value
     return document
+
+
+def rounded(value: float | None, digits: int) -> float | None:
+    """A figure for a JSON document, rounded to what it can claim; None (not measured) stays."""
+    return None if value is None else round(value, digits)

@@ -62,7 +62,7 @@ def test_text_report_gives_the_dataloader_line(run_dlrig) -> None:
             "reading a batch failed (KeyError",
         ),
         (["compute", "--device", "cuda"], "--device cuda: torch cannot use a GPU here"),
-        (["storage", "--path", ".", "--random-seconds", "nan"], "is not a positive duration"),
+        (["storage", "--path", ".", "--random-seconds", "nan"], "'nan' is not a finite number"),
         (["storage", "--path", ".", "--size", "infG"], "--size 'infG' is not a size"),
         (["compute", "--out", "README.md"], "--out README.md: is not a directory"),
     ],

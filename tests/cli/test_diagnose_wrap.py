@@ -25,9 +25,7 @@ DLRIG = [sys.executable, "-m", "dlrig.cli.main"]
 def _start(*args: str, **kwargs) -> subprocess.Popen:
     env = dict(os.environ)
     env.pop("DLRIG_DEBUG", None)
-    return subprocess.Popen(
-        [*DLRIG, *args], cwd=ROOT, env=env, start_new_session=True, **kwargs
-    )
+    return subprocess.Popen([*DLRIG, *args], cwd=ROOT, env=env, start_new_session=True, **kwargs)
 
 
 def _kill_group(process: subprocess.Popen) -> None:

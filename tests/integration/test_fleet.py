@@ -10,7 +10,8 @@ import pytest
 
 from tests.integration.slurm_cluster import slurm_cluster  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.integration
+# One Slurm cluster per session: every test that uses it runs on the same xdist worker.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm")]
 
 
 def _fleet(slurm_cluster, run_dlrig, *args):  # noqa: F811

@@ -8,6 +8,7 @@ the Debian package (`make test` installs it); without it these tests fail, they 
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 
@@ -93,8 +94,11 @@ def test_xid_is_a_counter_per_code_with_last_seen_time(stack: Prometheus) -> Non
     assert series["metric"]["xid"] == "119"
     assert series["metric"]["severity"] == "critical"
     assert series["metric"]["pci_bus_id"] == "0000:9b:00"
-    seen = stack.query('time() - dlrig_gpu_xid_last_seen_timestamp_seconds{job="h200"}')
-    assert 0 <= _value(seen) < 120
+    # A replay keeps the kernel log's own time: its last Xid line is "[Sun Feb 23 16:30:13 2025]"
+    # or near it, not the moment of the scrape (a year-old Xid must not page anyone today).
+    seen = stack.query('dlrig_gpu_xid_last_seen_timestamp_seconds{job="h200"}')
+    when = datetime.datetime.fromtimestamp(_value(seen), datetime.UTC)
+    assert abs(when - datetime.datetime(2025, 2, 23, 16, 30, tzinfo=datetime.UTC)).days < 1
 
 
 def test_t4_link_width_downgrade_expression_selects_the_t4(stack: Prometheus) -> None:
@@ -152,19 +156,19 @@ def test_shipped_alert_rules_evaluate_cleanly_on_scraped_data(stack: Prometheus)
     assert {rule["health"] for rule in rules} == {"ok"}, [
         (rule["name"], rule.get("lastError")) for rule in rules if rule["health"] != "ok"
     ]
-    # The Xid rule is immediate (no `for:`): the replayed Xid 119 fires it.
+    # The Xid rules fire on an Xid of the last 15 minutes (alerts_test.yml proves they do); the
+    # replayed Xid 119 is dated February 2025 by its log, so it fires nothing today.
     deadline = time.monotonic() + 30
     while True:
         alerts = stack.api("alerts")["alerts"]
         states = {(a["labels"]["alertname"], a["labels"]["job"]): a["state"] for a in alerts}
         expected = {
-            ("DlrigGpuXidCritical", "h200"),
             ("DlrigGpuPcieWidthDowngrade", "t4"),
             ("DlrigGpuLowSmActivity", "t4"),
             ("DlrigGpuPcieWidthDowngrade", "dcgm-t4"),
             ("DlrigGpuLowSmActivity", "dcgm-t4"),
         }
-        if expected <= set(states) and states[("DlrigGpuXidCritical", "h200")] == "firing":
+        if expected <= set(states):
             break
         assert time.monotonic() < deadline, states
         time.sleep(0.5)
@@ -173,7 +177,7 @@ def test_shipped_alert_rules_evaluate_cleanly_on_scraped_data(stack: Prometheus)
     for job in ("t4", "dcgm-t4"):
         assert states[("DlrigGpuPcieWidthDowngrade", job)] == "pending"
         assert states[("DlrigGpuLowSmActivity", job)] == "pending"
-    assert not any(job == "h200" and name != "DlrigGpuXidCritical" for name, job in states)
+    assert not any(job == "h200" for _, job in states), states
     # The healthy H200 under load raises nothing in DCGM's names (its Xid 119 is on another
     # GPU's bus, 0000:9b:00, so no GPU of the replay has a last Xid).
     assert not any(job == "dcgm" for _, job in states), states

@@ -21,6 +21,7 @@ from tests.integration.slurm_cluster import slurm_cluster  # noqa: F401  (fixtur
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.xdist_group("slurm"),  # the session's one Slurm cluster: one xdist worker
     pytest.mark.skipif(os.geteuid() != 0, reason="runs scripts as another user: needs root"),
 ]
 

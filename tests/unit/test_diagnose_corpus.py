@@ -172,9 +172,21 @@ def test_every_printed_install_command_exists_in_the_tables():
         result = _diagnosis(row["file"])
         for finding in result.causes:
             for fix in finding.fixes:
-                if not (_PIP.search(fix) or "driver to ≥" in fix):
+                if not (_PIP.search(fix) or "driver to ≥" in fix or "this needs ≥" in fix):
                     continue
                 checked += 1
                 problems += [(row["file"], p) for p in check_command(fix)]
     assert checked >= 20  # the corpus exercises driver, arch, companion and CPU-build fixes
     assert not problems, problems
+
+
+def test_no_kernel_image_on_an_rtx5090_names_the_driver_each_wheel_needs():
+    # The log alone (no --machine): torch 2.0.1+cu118 on an RTX 5090. cu130 wheels need R580;
+    # the 5090's first branch, R570, runs cu128 ones: the fix says both (QA finding 29).
+    result = _diagnosis("no_kernel_image/deepprep-rtx5090-torch201-cu118.log")
+    (fix,) = [f for f in result.causes[0].fixes if "pip install" in f]
+    first, *rest = fix.splitlines()
+    assert "whl/cu130" in first and "needs NVIDIA driver ≥ 580.65.06" in first
+    older = next(line for line in rest if "whl/cu128" in line)
+    assert "driver older than R580 (from 570.26)" in older
+    assert check_command(fix, ("12.0",)) == []

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlrig.report import rounded
+
 # Verdicts: ok (meets the expectation), low (below it: the fix says what to change), info (no
 # expectation to judge against), skip (not applicable here), fail (the test could not run).
 VERDICTS = ("ok", "low", "info", "skip", "fail")
@@ -43,7 +45,7 @@ class BenchResult:
             "value": self.value,
             "unit": self.unit,
             "expected": self.expected,
-            "percent": None if self.percent is None else round(self.percent, 1),
+            "percent": rounded(self.percent, 1),
             "verdict": self.verdict,
             "fix": self.fix,
             "note": self.note,

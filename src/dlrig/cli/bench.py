@@ -9,7 +9,15 @@ from typing import Any
 
 import click
 
-from dlrig.cli.common import FiniteFloat, console, console_wide, json_option, print_json
+from dlrig.cli.common import (
+    FiniteFloat,
+    console,
+    console_wide,
+    json_option,
+    out_option,
+    print_json,
+    progress_bar,
+)
 
 
 @click.command("bench")
@@ -47,7 +55,7 @@ from dlrig.cli.common import FiniteFloat, console, console_wide, json_option, pr
     help="Which GPU of this machine, by index (compute, memory).",
 )
 @click.option("--quick", is_flag=True, help="Fewer sizes and shorter trials.")
-@click.option("--out", "out_dir", help="Write bench.json and PNG plots into DIR.")
+@out_option("Write bench.json and PNG plots into DIR.", dest="out_dir")
 @json_option
 def bench_command(
     parts: tuple[str, ...],
@@ -120,7 +128,8 @@ def bench_command(
     from dlrig.machine import probe
 
     machine = probe.collect()
-    report = _run_with_progress(bench, parts, options, machine, as_json)
+    with progress_bar("starting") as progress:
+        report = bench.run(parts, options, machine, progress)
     _print(report, as_json)
     if directory is not None:
         write_text_atomic(directory / "bench.json", json.dumps(report.to_dict(), indent=2) + "\n")
@@ -131,28 +140,6 @@ def bench_command(
             )
     if any(result.verdict == "fail" for result in report.results):
         sys.exit(1)
-
-
-def _run_with_progress(
-    bench: Any, parts: tuple[str, ...], options: Any, machine: Any, quiet: bool
-) -> Any:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    err = console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as bar:
-        task = bar.add_task("starting", total=1.0)
-
-        def progress(label: str, fraction: float) -> None:
-            bar.update(task, description=label, completed=fraction)
-
-        return bench.run(parts, options, machine, progress)
 
 
 def _print(report: Any, as_json: bool) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
@@ -20,6 +21,12 @@ def json_option(function: F) -> F:
         is_flag=True,
         help="Print a JSON document (with schema_version) instead of text.",
     )(function)
+
+
+def out_option(help: str, metavar: str = "DIR", dest: str = "out") -> Callable[[F], F]:
+    """--out: where output goes, a folder when the command writes several files, a file when
+    it writes one (docs/conventions.md)."""
+    return click.option("--out", dest, metavar=metavar, help=help)
 
 
 def print_json(document: dict[str, Any]) -> None:
@@ -41,6 +48,29 @@ def console_wide() -> Any:
     if not out.is_terminal:
         out.width = max(out.width, 150)
     return out
+
+
+@contextlib.contextmanager
+def progress_bar(start: str, quiet: bool = False) -> Iterator[Callable[[str, float], None]]:
+    """A bar on stderr, shown only where stderr is a terminal, that the work drives by calling
+    `progress(label, fraction_done)`; it goes away when the work ends."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=quiet or not err.is_terminal,
+    ) as bar:
+        task = bar.add_task(start, total=1.0)
+
+        def progress(label: str, fraction: float) -> None:
+            bar.update(task, description=label, completed=fraction)
+
+        yield progress
 
 
 class FiniteFloat(click.ParamType):  # type: ignore[type-arg]  # generic only in click >= 8.5

@@ -18,6 +18,7 @@ from dlrig.cli.common import FiniteFloat, console, console_wide, json_option, pr
 from dlrig.cli.monitor_options import (
     GROUP_VALUES,
     SourceSettings,
+    duration_option,
     out_option,
     out_path,
     remember_group_values,
@@ -141,11 +142,7 @@ def _live(settings: SourceSettings) -> None:
     help="Use dcgm-exporter's metric names and labels (its Grafana dashboards work as is).",
 )
 @click.option("--db", help="Also record the samples here.")
-@click.option(
-    "--duration",
-    type=FiniteFloat(min=0, min_open=True),
-    help="Stop after this many seconds (default: run).",
-)
+@duration_option
 @click.pass_context
 def serve_command(
     ctx: click.Context,
@@ -211,11 +208,7 @@ def _group_json(ctx: click.Context, as_json: bool) -> bool:
     help="Name of the machine state being captured with --out (idle, load, ...).",
 )
 @click.option("--db", help="Record samples into SQLite.")
-@click.option(
-    "--duration",
-    type=FiniteFloat(min=0, min_open=True),
-    help="Stop after this many seconds (default: run).",
-)
+@duration_option
 @click.option(
     "--max-age-days",
     type=FiniteFloat(min=0, min_open=True),

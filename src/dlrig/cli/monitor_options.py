@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from click.core import ParameterSource
 
-from dlrig.cli.common import FiniteFloat
+from dlrig.cli.common import F, FiniteFloat
+from dlrig.cli.common import out_option as common_out_option
 from dlrig.errors import InputError
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 SOURCE_OPTIONS = ("replay", "replay_state", "frame_seconds", "replicate", "interval", "gpu_index")
 GROUP_VALUES = "dlrig.monitor.group"
@@ -128,6 +127,15 @@ def source_settings(ctx: click.Context, values: dict[str, Any]) -> SourceSetting
     return SourceSettings(**combined)
 
 
+def duration_option(function: F) -> F:
+    """--duration SECONDS for the commands that otherwise run until stopped (serve, record)."""
+    return click.option(
+        "--duration",
+        type=FiniteFloat(min=0, min_open=True),
+        help="Stop after this many seconds (default: run).",
+    )(function)
+
+
 def out_option(help_text: str, legacy: str) -> Callable[[F], F]:
     """--out PATH, with the option's old spelling kept working but hidden from --help."""
 
@@ -135,7 +143,7 @@ def out_option(help_text: str, legacy: str) -> Callable[[F], F]:
         function = click.option(
             legacy, "legacy_out", hidden=True, help=f"Old spelling of --out ({legacy})."
         )(function)
-        return click.option("--out", "out", metavar="PATH", help=help_text)(function)
+        return common_out_option(help_text, metavar="PATH")(function)
 
     return decorate
 

@@ -81,8 +81,7 @@ def record_history(
         dropped = summary.samples_dropped
         err.print(
             f"wrote {summary.samples_written} sample{'' if summary.samples_written == 1 else 's'}"
-            f" to {db}"
-            + (f" ({dropped} dropped: the disk fell behind)" if dropped else "")
+            f" to {db}" + (f" ({dropped} dropped: the disk fell behind)" if dropped else "")
         )
     if stopped is not None:
         raise stopped

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import click
 
-from dlrig.cli.common import console, console_wide, json_option, print_json
+from dlrig.cli.common import F, console, console_wide, json_option, out_option, print_json
 from dlrig.errors import InputError
 
 FOOTER = (
@@ -23,6 +24,22 @@ class PlanGroup(click.Group):
         if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
             args = ["workloads", *args]
         return super().parse_args(ctx, args)
+
+
+def _assume_option(help: str = "Replace an assumption; repeatable.") -> Callable[[F], F]:
+    return click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE", help=help)
+
+
+def _energy_price_options(function: F) -> F:
+    """--price-per-kwh and --pue: what a kWh at the wall costs, the room's cooling included."""
+    function = click.option(
+        "--pue", type=float, help="Power usage effectiveness of the room (default 1.5)."
+    )(function)
+    return click.option(
+        "--price-per-kwh",
+        type=float,
+        help="Electricity price, USD/kWh (default: the US commercial average).",
+    )(function)
 
 
 @click.group("plan", cls=PlanGroup, no_args_is_help=True, epilog=FOOTER)
@@ -87,29 +104,18 @@ Figures marked ASSUMPTION in the output have no primary source (the seeds' liqui
     type=click.Choice(["air", "liquid"]),
     help="Cooling of the builds (liquid uses the ASSUMPTION factors).",
 )
-@click.option(
-    "--price-per-kwh",
-    type=float,
-    help="Electricity price, USD/kWh (default: the US commercial average).",
-)
-@click.option("--pue", type=float, help="Power usage effectiveness of the room (default 1.5).")
+@_energy_price_options
 @click.option(
     "--utilisation",
     type=float,
     help="Share of the year a build is busy (0-1; default: what the workloads need).",
 )
 @click.option("--years", type=float, help="Years of service for the TCO (default 3).")
-@click.option(
-    "--assume",
-    "assume",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Replace an assumption; repeatable.",
-)
+@_assume_option()
 @click.option(
     "--top", type=int, default=15, show_default=True, help="Options shown in the text report."
 )
-@click.option("--out", "out_dir", help="Write plan.json and pareto.png into DIR.")
+@out_option("Write plan.json and pareto.png into DIR.", dest="out_dir")
 @json_option
 def workloads_command(
     workloads: tuple[str, ...],
@@ -186,13 +192,7 @@ def workloads_command(
     epilog="Exit codes: 0 no rule failed (warnings allowed); 1 a rule failed; 2 bad usage or unreadable input.",
 )
 @click.argument("build_file", metavar="BUILD.yaml")
-@click.option(
-    "--assume",
-    "assume",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Replace an assumption (platform_watts_workstation, ...); repeatable.",
-)
+@_assume_option("Replace an assumption (platform_watts_workstation, ...); repeatable.")
 @json_option
 def check_command(build_file: str, assume: tuple[str, ...], as_json: bool) -> None:
     """Check a proposed build against the rules (PSU, transients, circuit, lanes, slots, RAM,
@@ -235,12 +235,7 @@ def check_command(build_file: str, assume: tuple[str, ...], as_json: bool) -> No
 @click.option(
     "--month", help="The month to report, YYYY-MM (default: the month of the last sample)."
 )
-@click.option(
-    "--price-per-kwh",
-    type=float,
-    help="Electricity price, USD/kWh (default: the US commercial average).",
-)
-@click.option("--pue", type=float, help="Power usage effectiveness of the room (default 1.5).")
+@_energy_price_options
 @click.option(
     "--capex", type=float, help="What the server cost, USD (default: its GPUs' street prices)."
 )
@@ -249,13 +244,7 @@ def check_command(build_file: str, assume: tuple[str, ...], as_json: bool) -> No
     type=float,
     help="Shortest whole-server idle stretch worth powering off (default 60).",
 )
-@click.option(
-    "--assume",
-    "assume",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Replace an assumption; repeatable.",
-)
+@_assume_option()
 @json_option
 def cost_command(
     history: str,
@@ -311,13 +300,7 @@ def cost_command(
 @click.option(
     "--dataset-gb", type=float, help="Size of the training data, GB (sizes the NVMe cache tier)."
 )
-@click.option(
-    "--assume",
-    "assume",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Replace an assumption; repeatable.",
-)
+@_assume_option()
 @json_option
 def upgrade_command(
     machine: str,

@@ -15,9 +15,7 @@ _TOOLKIT_FIX = (
 )
 
 
-@check(
-    "containers.toolkit", "containers", "Docker can use the GPUs", cause="container_toolkit_missing"
-)
+@check("containers.toolkit", "Docker can use the GPUs", cause="container_toolkit_missing")
 def toolkit(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """`docker run --gpus all` needs the NVIDIA Container Toolkit; without it Docker answers
     'could not select device driver "" with capabilities: [[gpu]]'. The snap package of Docker
@@ -51,7 +49,7 @@ def toolkit(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     )
 
 
-@check("containers.inside", "containers", "running inside a container")
+@check("containers.inside", "running inside a container")
 def inside(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Inside a container the driver comes from the host, /dev/shm and the open-file limit come
     from the container runtime's settings, and what this report says about hardware is what the

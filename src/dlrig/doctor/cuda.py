@@ -12,7 +12,7 @@ from dlrig.machine.model import Machine
 from dlrig.report import CheckResult
 
 
-@check("cuda.nvcc_vs_torch", "cuda", "nvcc's CUDA matches torch's")
+@check("cuda.nvcc_vs_torch", "nvcc's CUDA matches torch's")
 def nvcc_vs_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """pip and conda wheels bring their own CUDA runtime, so the toolkit on PATH does not
     matter for running torch. It matters for compiling extensions (flash-attn, apex, DeepSpeed
@@ -49,7 +49,7 @@ def nvcc_vs_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok(f"nvcc {nvcc} matches torch's CUDA {build}")
 
 
-@check("cuda.nvcc_vs_driver", "cuda", "the driver supports the installed CUDA toolkit")
+@check("cuda.nvcc_vs_driver", "the driver supports the installed CUDA toolkit")
 def nvcc_vs_driver(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Programs compiled with a toolkit newer than the driver supports fail to start
     ('CUDA driver version is insufficient for CUDA runtime version')."""
@@ -85,7 +85,6 @@ _CUDA_LIB_DIR = re.compile(r"cuda[-_]?(\d+)(?:\.(\d+))?")
 
 @check(
     "cuda.ld_library_path",
-    "cuda",
     "LD_LIBRARY_PATH does not shadow torch's CUDA libraries",
     cause="missing_cuda_lib",
 )
@@ -116,7 +115,7 @@ def ld_library_path(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok("LD_LIBRARY_PATH holds no CUDA directory of another major")
 
 
-@check("cuda.visible_devices", "cuda", "CUDA_VISIBLE_DEVICES names existing GPUs")
+@check("cuda.visible_devices", "CUDA_VISIBLE_DEVICES names existing GPUs")
 def visible_devices(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """CUDA_VISIBLE_DEVICES set to an empty string, -1 or indices that do not exist hides GPUs
     from every CUDA program: torch then reports no GPU although nvidia-smi shows them."""

@@ -12,7 +12,7 @@ from dlrig.machine.model import Machine
 from dlrig.report import CheckResult, Status
 
 
-@check("driver.loaded", "driver", "NVIDIA GPUs have a working driver", cause="no_nvidia_driver")
+@check("driver.loaded", "NVIDIA GPUs have a working driver", cause="no_nvidia_driver")
 def driver_loaded(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """An NVIDIA GPU needs the NVIDIA kernel driver bound to it before nvidia-smi, NVML or
     CUDA can reach it. The check compares the NVIDIA display/3D controllers on the PCI bus
@@ -81,7 +81,6 @@ def driver_loaded(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
 
 @check(
     "driver.library_mismatch",
-    "driver",
     "kernel module and user-space driver are the same version",
     cause="driver_library_mismatch",
 )
@@ -117,32 +116,24 @@ def library_mismatch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.skip("needs both the kernel module and the user-space driver version")
 
 
+def _ran_anyway(c: Check, framework: str, result: CheckResult) -> CheckResult:
+    """The table's verdict where the paste proves CUDA ran on this driver ('Is CUDA available:
+    True'): a table minimum cannot overrule that (forward-compatibility packages, vendor
+    drivers, WSL), so a failure becomes a warning that shows both."""
+    if result.status is not Status.FAIL:
+        return result
+    return c.warn(
+        f"{framework} ran CUDA on this driver although NVIDIA's table says it is too old: "
+        + result.title,
+        f"runtime: {framework.split()[0]}.cuda.is_available() was True",
+        *result.evidence,
+        fix="It works as it is; upgrade the driver when you can, since features beyond what "
+        "this driver supports will fail:\n" + (result.fix or ""),
+        cause=None,
+    )
+
+
 def _driver_vs_build(
-    c: Check,
-    m: Machine,
-    o: DoctorOptions,
-    framework: str,
-    build_cuda: str,
-    install_hint: str | None,
-    runtime_ok: bool = False,
-) -> CheckResult:
-    result = _table_verdict(c, m, o, framework, build_cuda, install_hint)
-    if result.status is Status.FAIL and runtime_ok:
-        # The paste proves CUDA ran on this driver ('Is CUDA available: True'): a table minimum
-        # cannot overrule that (forward-compatibility packages, vendor drivers, WSL). Show both.
-        return c.warn(
-            f"{framework} ran CUDA on this driver although NVIDIA's table says it is too old: "
-            + result.title,
-            f"runtime: {framework.split()[0]}.cuda.is_available() was True",
-            *result.evidence,
-            fix="It works as it is; upgrade the driver when you can, since features beyond what "
-            "this driver supports will fail:\n" + (result.fix or ""),
-            cause=None,
-        )
-    return result
-
-
-def _table_verdict(
     c: Check,
     m: Machine,
     o: DoctorOptions,
@@ -219,9 +210,7 @@ def _table_verdict(
     return c.skip(f"driver version unknown; {framework} is built for CUDA {build_cuda}")
 
 
-@check(
-    "driver.torch_cuda", "driver", "driver is new enough for torch's CUDA", cause="driver_too_old"
-)
+@check("driver.torch_cuda", "driver is new enough for torch's CUDA", cause="driver_too_old")
 def torch_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Every CUDA runtime needs a minimum driver (NVIDIA's 'CUDA Toolkit and Corresponding
     Driver Versions' table). A torch wheel built for CUDA 12.4 needs driver ≥ 550.54.14 for full
@@ -244,16 +233,13 @@ def torch_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     hint = (
         answer.install.pip_command(force_reinstall=True) if answer.ok and answer.install else None
     )
-    return _driver_vs_build(
-        c, m, o, f"torch {info.version}", build, hint, runtime_ok=info.cuda_available is True
-    )
+    framework = f"torch {info.version}"
+    result = _driver_vs_build(c, m, o, framework, build, hint)
+    return _ran_anyway(c, framework, result) if info.cuda_available is True else result
 
 
 @check(
-    "driver.tensorflow_cuda",
-    "driver",
-    "driver is new enough for TensorFlow's CUDA",
-    cause="driver_too_old",
+    "driver.tensorflow_cuda", "driver is new enough for TensorFlow's CUDA", cause="driver_too_old"
 )
 def tensorflow_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """TensorFlow's GPU wheels are built for one CUDA release (tf.sysconfig.get_build_info());
@@ -270,7 +256,7 @@ def tensorflow_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     )
 
 
-@check("driver.branch_eol", "driver", "driver branch is still supported")
+@check("driver.branch_eol", "driver branch is still supported")
 def branch_eol(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """NVIDIA supports each datacenter driver branch for a fixed time (long-term branches about
     three years, production branches one year); new feature branches get no support period.
@@ -341,7 +327,7 @@ def _unlisted_branch(c: Check, m: Machine, o: DoctorOptions, name: str, major: i
     )
 
 
-@check("driver.persistence_mode", "driver", "persistence mode is on")
+@check("driver.persistence_mode", "persistence mode is on")
 def persistence_mode(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Without persistence mode the driver tears the GPU state down whenever no process holds
     it, so every job start pays seconds of re-initialisation and tools like nvidia-smi wake the

@@ -19,7 +19,7 @@ from dlrig.machine.model import Machine, PackageInfo
 from dlrig.report import CheckResult
 
 
-@check("frameworks.torch_installed", "frameworks", "PyTorch is installed")
+@check("frameworks.torch_installed", "PyTorch is installed")
 def torch_installed(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Which PyTorch the inspected Python environment imports. dlrig reads it from files
     (torch/version.py, package metadata), without importing torch, so a broken install is still
@@ -50,12 +50,7 @@ def torch_installed(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok(f"torch {info.version} ({flavour})", *extra)
 
 
-@check(
-    "frameworks.cpu_only_torch",
-    "frameworks",
-    "torch can use the NVIDIA GPUs",
-    cause="cpu_only_torch",
-)
+@check("frameworks.cpu_only_torch", "torch can use the NVIDIA GPUs", cause="cpu_only_torch")
 def cpu_only_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """A torch wheel built without CUDA ('+cpu', torch.version.cuda is None) cannot use GPUs
     even when the driver works. pip picks it from a cache, from PyPI on some platforms, or
@@ -94,7 +89,7 @@ def cpu_only_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.skip("cannot tell whether torch is a CUDA build")
 
 
-@check("frameworks.torch_cuda_usable", "frameworks", "torch reports CUDA available")
+@check("frameworks.torch_cuda_usable", "torch reports CUDA available")
 def torch_cuda_usable(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """`torch.cuda.is_available()` as recorded (collect_env's 'Is CUDA available'). dlrig never
     calls it itself: it would initialise CUDA. False on a GPU machine with a CUDA build means
@@ -178,7 +173,6 @@ def _companion_problem(m: Machine, companion: PackageInfo, torch_version: str) -
 
 @check(
     "frameworks.companions",
-    "frameworks",
     "torchvision and torchaudio match torch",
     cause="version_mismatch_torch_torchvision",
 )
@@ -223,12 +217,7 @@ def companions(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     )
 
 
-@check(
-    "frameworks.duplicate_torch",
-    "frameworks",
-    "torch is installed once",
-    cause="duplicate_torch_installs",
-)
+@check("frameworks.duplicate_torch", "torch is installed once", cause="duplicate_torch_installs")
 def duplicate_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Two importable copies of torch (pip and conda in one environment, or a user-site copy
     under ~/.local) mean the version you installed may not be the one that runs, and extensions
@@ -251,7 +240,7 @@ def duplicate_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok("one torch install")
 
 
-@check("frameworks.duplicate_packages", "frameworks", "no package installed twice")
+@check("frameworks.duplicate_packages", "no package installed twice")
 def duplicate_packages(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Other packages installed twice in one environment (numpy, triton, nvidia-* CUDA
     libraries) shadow each other the same way torch does."""
@@ -268,7 +257,7 @@ def duplicate_packages(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok("no duplicate packages")
 
 
-@check("frameworks.tensorflow_gpu", "frameworks", "TensorFlow can use the GPUs")
+@check("frameworks.tensorflow_gpu", "TensorFlow can use the GPUs")
 def tensorflow_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """TensorFlow on Linux needs its CUDA build (`pip install tensorflow[and-cuda]`); the
     tensorflow-cpu package and builds without CUDA run on the CPU only."""
@@ -284,7 +273,7 @@ def tensorflow_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok(f"{tf.name} {tf.version}" + (f" ({tf.build})" if tf.build else ""))
 
 
-@check("frameworks.jax_gpu", "frameworks", "JAX can use the GPUs")
+@check("frameworks.jax_gpu", "JAX can use the GPUs")
 def jax_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """JAX needs a CUDA plugin (`pip install "jax[cuda12]"` or `jax[cuda13]`) to use NVIDIA
     GPUs; plain `pip install jax` runs on the CPU."""

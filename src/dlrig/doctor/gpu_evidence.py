@@ -28,7 +28,7 @@ def gpu_check(
             return function(c, m.gpus, m, o)
 
         run.__doc__ = function.__doc__
-        return check(id, "gpu", title, cause=cause)(run)
+        return check(id, title, cause=cause)(run)
 
     return register
 

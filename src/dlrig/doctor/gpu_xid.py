@@ -18,7 +18,7 @@ def _xid_cause(code: int) -> str:
     return "xid_error"
 
 
-@check("gpu.xid_events", "gpu", "no Xid errors in the kernel log", cause="xid_error")
+@check("gpu.xid_events", "no Xid errors in the kernel log", cause="xid_error")
 def xid_events(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """The NVIDIA driver reports GPU errors as 'NVRM: Xid' lines in the kernel log. Each code
     has a meaning and a likely culprit (application, driver, hardware) in NVIDIA's Xid

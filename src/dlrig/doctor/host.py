@@ -9,7 +9,7 @@ from dlrig.report import CheckResult
 from dlrig.units import human_bytes
 
 
-@check("host.ram_vs_gpu", "host", "host RAM is large enough for the GPUs")
+@check("host.ram_vs_gpu", "host RAM is large enough for the GPUs")
 def ram_vs_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Loading checkpoints, pinned-memory staging, DataLoader workers and CPU offload (ZeRO,
     FSDP) all live in host RAM. A common sizing rule is at least 1.5–2× the total GPU memory;
@@ -35,7 +35,7 @@ def ram_vs_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok(f"host RAM is {ratio:.1f}× the GPU memory", evidence)
 
 
-@check("host.cpu_per_gpu", "host", "enough CPU cores per GPU")
+@check("host.cpu_per_gpu", "enough CPU cores per GPU")
 def cpu_per_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Each training process needs a core for itself plus cores for its DataLoader workers
     (decoding, augmentation). Too few cores per GPU starves the GPUs; the threshold is
@@ -59,7 +59,7 @@ def cpu_per_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok(f"{per_gpu:.1f} CPU cores per GPU", evidence)
 
 
-@check("host.shm", "host", "/dev/shm is large enough for DataLoader workers", cause="shm_too_small")
+@check("host.shm", "/dev/shm is large enough for DataLoader workers", cause="shm_too_small")
 def shm(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """DataLoader workers hand batches to the trainer through shared memory (/dev/shm), and
     NCCL uses it between local ranks. Docker gives containers 64 MB by default; DeepSpeed warns
@@ -89,7 +89,7 @@ def shm(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok(f"/dev/shm is {human_bytes(size)}", *evidence[:1])
 
 
-@check("host.open_files", "host", "the open-file limit is high enough", cause="too_many_open_files")
+@check("host.open_files", "the open-file limit is high enough", cause="too_many_open_files")
 def open_files(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """DataLoader workers share tensors through file descriptors, and datasets of many small
     files keep many open. The common default soft limit of 1024 fails with 'Too many open files'
@@ -119,7 +119,7 @@ def open_files(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok(f"open-file limit is {soft}")
 
 
-@check("host.cpu_governor", "host", "CPU frequency governor is 'performance'")
+@check("host.cpu_governor", "CPU frequency governor is 'performance'")
 def cpu_governor(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Power-saving governors ramp the clock up only after load appears, which adds latency to
     the bursty CPU work of a training step (data loading, kernel launches)."""
@@ -137,7 +137,7 @@ def cpu_governor(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok("CPU governor is 'performance'")
 
 
-@check("host.cstates", "host", "deep CPU idle states")
+@check("host.cstates", "deep CPU idle states")
 def cstates(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Deep C-states save power but take tens to hundreds of microseconds to wake from, which
     shows as jitter in latency-sensitive paths (NCCL proxies, small kernels). Informational."""
@@ -153,7 +153,7 @@ def cstates(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok(f"deepest enabled C-state {m.cpu.deepest_enabled_cstate}")
 
 
-@check("host.memory_ecc", "host", "host memory ECC")
+@check("host.memory_ecc", "host memory ECC")
 def memory_ecc(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Host memory errors corrupt data and crash long runs silently. Linux shows ECC memory
     controllers through EDAC (/sys/devices/system/edac/mc)."""

@@ -52,7 +52,6 @@ def _interface_matches(spec: str, names: list[str]) -> tuple[bool, list[str]]:
 
 @check(
     "nccl.socket_ifname",
-    "nccl",
     "NCCL_SOCKET_IFNAME names an existing interface",
     cause="nccl_wrong_socket_interface",
 )
@@ -96,7 +95,7 @@ def socket_ifname(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok("NCCL picks the socket interface automatically (NCCL_SOCKET_IFNAME not set)")
 
 
-@check("nccl.ib_disabled", "nccl", "InfiniBand is not disabled while present")
+@check("nccl.ib_disabled", "InfiniBand is not disabled while present")
 def ib_disabled(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """NCCL_IB_DISABLE=1 forces NCCL onto TCP sockets. On a machine with InfiniBand or RoCE
     adapters that throws away most of the inter-node bandwidth."""
@@ -124,7 +123,7 @@ def ib_disabled(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.info(f"NCCL_IB_DISABLE=1 ({setting[1]}); no RDMA adapter here, so it changes nothing")
 
 
-@check("nccl.p2p_disabled", "nccl", "GPU peer-to-peer and shared-memory transports are enabled")
+@check("nccl.p2p_disabled", "GPU peer-to-peer and shared-memory transports are enabled")
 def p2p_disabled(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """NCCL_P2P_DISABLE=1 or NCCL_SHM_DISABLE=1 make GPUs in one box talk through host memory
     or sockets. People set them to work around a hang (often ACS/IOMMU) and forget them."""
@@ -145,7 +144,7 @@ def p2p_disabled(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     return c.ok("P2P and SHM transports enabled")
 
 
-@check("nccl.debug_settings", "nccl", "no debug settings left in nccl.conf")
+@check("nccl.debug_settings", "no debug settings left in nccl.conf")
 def debug_settings(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """NCCL's documentation says its debugging variables should not be retained in production
     configuration. NCCL_DEBUG=INFO in /etc/nccl.conf floods every job's log; the *_DISABLE

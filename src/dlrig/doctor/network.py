@@ -8,12 +8,7 @@ from dlrig.machine.model import Machine
 from dlrig.report import CheckResult
 
 
-@check(
-    "network.firewall",
-    "network",
-    "firewall does not block multi-node training",
-    cause="nccl_timeout",
-)
+@check("network.firewall", "firewall does not block multi-node training", cause="nccl_timeout")
 def firewall(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Multi-node training opens connections on the rendezvous port (MASTER_PORT, 29500) and on
     random high ports NCCL and gloo pick. A host firewall that drops them makes init hang until
@@ -40,7 +35,7 @@ def firewall(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     )
 
 
-@check("network.infiniband", "network", "InfiniBand / RoCE ports are up")
+@check("network.infiniband", "InfiniBand / RoCE ports are up")
 def infiniband(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """An RDMA adapter whose port is down silently sends NCCL back to TCP sockets."""
     if m.network is None:

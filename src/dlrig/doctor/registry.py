@@ -54,37 +54,30 @@ class Check:
         return CheckResult(self.id, self.area, Status.SKIP, title, tuple(evidence))
 
     def warn(self, title: str, *evidence: str, fix: str, cause: str | None = "") -> CheckResult:
-        return CheckResult(
-            self.id,
-            self.area,
-            Status.WARN,
-            title,
-            tuple(evidence),
-            fix,
-            self.cause if cause == "" else cause,
-        )
+        return self._problem(Status.WARN, title, evidence, fix, cause)
 
     def fail(self, title: str, *evidence: str, fix: str, cause: str | None = "") -> CheckResult:
-        return CheckResult(
-            self.id,
-            self.area,
-            Status.FAIL,
-            title,
-            tuple(evidence),
-            fix,
-            self.cause if cause == "" else cause,
-        )
+        return self._problem(Status.FAIL, title, evidence, fix, cause)
+
+    def _problem(
+        self, status: Status, title: str, evidence: tuple[str, ...], fix: str, cause: str | None
+    ) -> CheckResult:
+        # cause "" (the default) is the check's own; None says the problem has no known cause.
+        cause = self.cause if cause == "" else cause
+        return CheckResult(self.id, self.area, status, title, evidence, fix, cause)
 
 
 _REGISTRY: dict[str, Check] = {}
 
 
 def check(
-    id: str, area: str, title: str, cause: str | None = None
+    id: str, title: str, cause: str | None = None
 ) -> Callable[[Callable[[Check, Machine, DoctorOptions], CheckResult]], Check]:
-    """Register a check. The function's docstring is its `--explain` text."""
+    """Register a check; its area is the start of its id ("gpu.ecc_errors": gpu). The
+    function's docstring is its `--explain` text."""
+    area = id.partition(".")[0]
     if area not in AREAS:
-        raise ValueError(f"unknown area {area!r}")
+        raise ValueError(f"check {id!r}: unknown area {area!r}")
 
     def register(function: Callable[[Check, Machine, DoctorOptions], CheckResult]) -> Check:
         if id in _REGISTRY:

@@ -18,7 +18,7 @@ def _data_mounts(m: Machine, o: DoctorOptions) -> list[Mount]:
     return [mount for mount in mounts if mount.media != "memory"]
 
 
-@check("storage.rotational", "storage", "data is not on a spinning disk")
+@check("storage.rotational", "data is not on a spinning disk")
 def rotational(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """A hard disk reads about 150–250 MB/s sequentially and far less at random; an image
     training pipeline on one GPU wants about 1 GB/s of random reads. Datasets belong on NVMe or
@@ -43,7 +43,7 @@ def rotational(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     )
 
 
-@check("storage.free_space", "storage", "filesystems have free space", cause="disk_full")
+@check("storage.free_space", "filesystems have free space", cause="disk_full")
 def free_space(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     """Checkpoints of large models take tens to hundreds of GB each, and caches (~/.cache/
     huggingface, /tmp, torch.compile) grow silently; a full disk kills a run at its save."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from dlrig.knowledge.tables import rows
+from dlrig.knowledge.tables import record, versioned_rows
 from dlrig.knowledge.versions import Version
 
 
@@ -37,36 +37,20 @@ class ArchEvent:
 
 @functools.cache
 def driver_minimums() -> tuple[DriverMinimum, ...]:
-    result = []
-    for row in rows("cuda_driver_minimum"):
-        version = Version.parse(row["cuda_version"])
-        if version is None:
-            continue
-        result.append(
-            DriverMinimum(
-                cuda_version=version,
-                release_label=row["release_label"],
-                min_driver_linux=Version.parse(row["min_driver_linux"]),
-                min_driver_windows=Version.parse(row["min_driver_windows"]),
-                source=row["source"],
-            )
-        )
+    result = [
+        record("cuda_driver_minimum", DriverMinimum, row, cuda_version=version)
+        for version, row in versioned_rows("cuda_driver_minimum", "cuda_version")
+    ]
     return tuple(sorted(result, key=lambda r: r.cuda_version))
 
 
 @functools.cache
 def minor_compat() -> dict[int, MinorCompat]:
     result = {}
-    for row in rows("cuda_minor_compat"):
-        floor = Version.parse(row["min_driver_linux"])
-        if floor is None:
-            continue
+    for floor, row in versioned_rows("cuda_minor_compat", "min_driver_linux"):
         major = int(row["cuda_major"].split(".")[0].rstrip("x"))
-        result[major] = MinorCompat(
-            cuda_major=major,
-            min_driver_linux=floor,
-            min_driver_windows=Version.parse(row["min_driver_windows"]),
-            source=row["source"],
+        result[major] = record(
+            "cuda_minor_compat", MinorCompat, row, cuda_major=major, min_driver_linux=floor
         )
     return result
 
@@ -161,21 +145,12 @@ def max_cuda_for_driver(driver: str, windows: bool = False) -> str | None:
 
 @functools.cache
 def arch_events() -> tuple[ArchEvent, ...]:
-    result = []
-    for row in rows("cuda_arch_support"):
-        version = Version.parse(row["cuda_version"])
-        if version is None:
-            continue
-        result.append(
-            ArchEvent(
-                cuda_version=version,
-                compute_capability=row["sm"],
-                event=row["event"],
-                notes=row["notes"],
-                source=row["source"],
-            )
+    return tuple(
+        record(
+            "cuda_arch_support", ArchEvent, row, cuda_version=version, compute_capability=row["sm"]
         )
-    return tuple(result)
+        for version, row in versioned_rows("cuda_arch_support", "cuda_version")
+    )
 
 
 def arch_status(cuda: str, compute_capability: str) -> ArchEvent | None:

@@ -6,7 +6,7 @@ import datetime as dt
 import functools
 from dataclasses import dataclass
 
-from dlrig.knowledge.tables import rows
+from dlrig.knowledge.tables import record, rows
 from dlrig.knowledge.versions import Version
 
 # NVIDIA designations, most supported first: long-term, production, new feature branch.
@@ -60,13 +60,12 @@ def branches() -> dict[str, DriverBranch]:
     result = {}
     for row in rows("driver_branches"):
         eol_text = row["end_of_life"]
-        result[row["branch"]] = DriverBranch(
-            branch=row["branch"],
-            designation=row["designation"] or None,
+        result[row["branch"]] = record(
+            "driver_branches",
+            DriverBranch,
+            row,
             end_of_life=_month(eol_text) if eol_text and eol_text != "eol" else None,
             eol_without_date=eol_text == "eol",
-            max_cuda=row["max_cuda"],
-            source=row["source"],
             first_release=_month(row["first_release"]) if row["first_release"] else None,
         )
     return result

@@ -275,12 +275,12 @@ def lookup(name: str, option: str = "--gpu") -> GpuMatch:
     if len(fitting) > 1:
         ids = ", ".join(s.id for s in fitting)
         raise InputError(
-            f"{option} {text}: fits several GPUs in the catalogue ({ids})",
+            f"{option} {text}: matches several different GPUs in the catalogue ({ids})",
             fix=f"name one of them, e.g. {option} {fitting[0].id}",
         )
     close = [s.id for s in fitting] or cat.suggestions(text)
     raise InputError(
-        f"{option} {text}: not a GPU model in the catalogue",
+        f"{option} {text}: not in the GPU catalogue",
         fix=("did you mean " + ", ".join(close) + "? " if close else "")
         + "list them with: dlrig fit --list-gpus",
     )

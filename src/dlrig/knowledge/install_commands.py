@@ -19,7 +19,7 @@ from dlrig.knowledge.driver_choice import (  # re-exported: first published here
     driver_upgrade_for,
     recommended_branch_driver,
 )
-from dlrig.knowledge.tables import rows
+from dlrig.knowledge.tables import record, versioned_rows
 from dlrig.knowledge.versions import Version, minor_of, release
 
 if TYPE_CHECKING:
@@ -70,17 +70,10 @@ class InstallStyle:
 
 @functools.cache
 def install_styles() -> tuple[InstallStyle, ...]:
-    result = []
-    for row in rows("pytorch_install_commands"):
-        start = Version.parse(row["torch_from"])
-        if start is None:
-            continue
-        result.append(
-            InstallStyle(
-                start, Version.parse(row["torch_to"]), row["pip_option"], row["url"], row["source"]
-            )
-        )
-    return tuple(result)
+    return tuple(
+        record("pytorch_install_commands", InstallStyle, row, torch_from=start)
+        for start, row in versioned_rows("pytorch_install_commands", "torch_from")
+    )
 
 
 def install_style(torch_minor: str) -> InstallStyle | None:

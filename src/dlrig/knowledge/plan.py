@@ -11,10 +11,11 @@ import functools
 import itertools
 from dataclasses import dataclass
 
-from dlrig.knowledge.tables import KnowledgeError, optional_float, rows
+from dlrig.knowledge.tables import KnowledgeError, entry, records
 
 PRICINGS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 CONDITIONS = ("new", "used")
+RULE_SEVERITIES = ("fail", "warn")
 
 
 @dataclass(frozen=True)
@@ -122,31 +123,9 @@ class WallPower(Sourced):
     kind: str
 
 
-def _yes(value: str, table: str) -> bool:
-    if value not in ("yes", "no"):
-        raise KnowledgeError(f"knowledge table {table}: {value!r} is not yes or no")
-    return value == "yes"
-
-
-def _sourced(row: dict[str, str]) -> dict[str, str]:
-    return {"source": row["source"], "as_of": row["as_of"]}
-
-
 @functools.cache
 def gpu_prices() -> tuple[GpuPrice, ...]:
-    result = []
-    for row in rows("plan_gpu_prices"):
-        if row["condition"] not in CONDITIONS:
-            raise KnowledgeError(f"plan_gpu_prices: condition {row['condition']!r}")
-        result.append(
-            GpuPrice(
-                gpu=row["gpu"],
-                condition=row["condition"],
-                price_usd=float(row["price_usd"]),
-                **_sourced(row),
-            )
-        )
-    return tuple(result)
+    return records("plan_gpu_prices", GpuPrice, {"condition": CONDITIONS})
 
 
 def gpu_price(gpu: str, condition: str) -> GpuPrice | None:
@@ -158,56 +137,17 @@ def gpu_price(gpu: str, condition: str) -> GpuPrice | None:
 
 @functools.cache
 def gpu_boards() -> dict[str, GpuBoard]:
-    return {
-        row["gpu"]: GpuBoard(
-            gpu=row["gpu"],
-            slots=int(row["slots"]),
-            cooler=row["cooler"],
-            power_connectors=row["power_connectors"],
-            pcie_8pin_equivalents=int(row["pcie_8pin_equivalents"]),
-            transient_peak_watts=optional_float(row["transient_peak_watts"]),
-            ecc=_yes(row["ecc"], "plan_gpu_boards"),
-            nvlink_bridge_gpus=int(row["nvlink_bridge_gpus"]),
-            consumer=_yes(row["consumer"], "plan_gpu_boards"),
-            **_sourced(row),
-        )
-        for row in rows("plan_gpu_boards")
-    }
+    return {board.gpu: board for board in records("plan_gpu_boards", GpuBoard)}
 
 
 @functools.cache
 def cpus() -> dict[str, Cpu]:
-    return {
-        row["id"]: Cpu(
-            id=row["id"],
-            name=row["name"],
-            vendor=row["vendor"],
-            platform=row["platform"],
-            cores=int(row["cores"]),
-            pcie_lanes=int(row["pcie_lanes"]),
-            pcie_gen=int(row["pcie_gen"]),
-            memory_channels=int(row["memory_channels"]),
-            max_sockets=int(row["max_sockets"]),
-            tdp_watts=float(row["tdp_watts"]),
-            price_usd=optional_float(row["price_usd"]),
-            **_sourced(row),
-        )
-        for row in rows("plan_cpus")
-    }
+    return {cpu.id: cpu for cpu in records("plan_cpus", Cpu)}
 
 
 @functools.cache
 def psu_curve() -> tuple[PsuPoint, ...]:
-    return tuple(
-        PsuPoint(
-            level=row["level"],
-            input=row["input"],
-            load_percent=float(row["load_percent"]),
-            efficiency=float(row["efficiency"]),
-            **_sourced(row),
-        )
-        for row in rows("plan_psu_efficiency")
-    )
+    return records("plan_psu_efficiency", PsuPoint)
 
 
 def psu_efficiency(level: str, input_kind: str, load_fraction: float) -> float:
@@ -236,104 +176,35 @@ def psu_levels() -> tuple[str, ...]:
 
 @functools.cache
 def cloud_prices() -> tuple[CloudPrice, ...]:
-    result = []
-    for row in rows("plan_cloud_prices"):
-        if row["pricing"] not in PRICINGS:
-            raise KnowledgeError(f"plan_cloud_prices: pricing {row['pricing']!r}")
-        result.append(
-            CloudPrice(
-                provider=row["provider"],
-                instance=row["instance"],
-                gpu=row["gpu"],
-                gpus=int(row["gpus"]),
-                pricing=row["pricing"],
-                usd_per_hour=float(row["usd_per_hour"]),
-                region=row["region"],
-                **_sourced(row),
-            )
-        )
-    return tuple(result)
+    return records("plan_cloud_prices", CloudPrice, {"pricing": PRICINGS})
 
 
 @functools.cache
 def components() -> dict[str, Component]:
-    return {
-        row["item"]: Component(
-            item=row["item"],
-            category=row["category"],
-            capacity=float(row["capacity"]),
-            capacity_unit=row["capacity_unit"],
-            price_usd=float(row["price_usd"]),
-            read_mb_s=optional_float(row["read_mb_s"]),
-            **_sourced(row),
-        )
-        for row in rows("plan_components")
-    }
+    return {part.item: part for part in records("plan_components", Component)}
 
 
 def component(item: str) -> Component:
-    try:
-        return components()[item]
-    except KeyError:
-        raise KnowledgeError(f"plan_components has no item {item!r}") from None
+    return entry(components(), item, "plan_components", "item")
 
 
 @functools.cache
 def assumptions() -> dict[str, Assumption]:
-    return {
-        row["name"]: Assumption(
-            name=row["name"],
-            value=row["value"],
-            unit=row["unit"],
-            sourced=_yes(row["sourced"], "plan_assumptions"),
-            description=row["description"],
-            **_sourced(row),
-        )
-        for row in rows("plan_assumptions")
-    }
+    return {entry.name: entry for entry in records("plan_assumptions", Assumption)}
 
 
 @functools.cache
 def rules() -> dict[str, Rule]:
-    result = {}
-    for row in rows("plan_rules"):
-        if row["severity"] not in ("fail", "warn"):
-            raise KnowledgeError(f"plan_rules {row['id']}: severity {row['severity']!r}")
-        result[row["id"]] = Rule(
-            id=row["id"],
-            area=row["area"],
-            severity=row["severity"],
-            threshold=float(row["threshold"]),
-            unit=row["unit"],
-            description=row["description"],
-            **_sourced(row),
-        )
-    return result
+    return {rule.id: rule for rule in records("plan_rules", Rule, {"severity": RULE_SEVERITIES})}
 
 
 def rule(rule_id: str) -> Rule:
-    try:
-        return rules()[rule_id]
-    except KeyError:
-        raise KnowledgeError(f"plan_rules has no rule {rule_id!r}") from None
+    return entry(rules(), rule_id, "plan_rules", "rule")
 
 
 @functools.cache
 def wall_power() -> tuple[WallPower, ...]:
-    return tuple(
-        WallPower(
-            build=row["build"],
-            gpu=row["gpu"],
-            gpus=int(row["gpus"]),
-            gpu_power_limit_watts=optional_float(row["gpu_power_limit_watts"]),
-            cpu=row["cpu"],
-            psu_watts=optional_float(row["psu_watts"]),
-            measured_watts=float(row["measured_watts"]),
-            kind=row["kind"],
-            **_sourced(row),
-        )
-        for row in rows("plan_wall_power")
-    )
+    return records("plan_wall_power", WallPower)
 
 
 PLAN_TABLES = (

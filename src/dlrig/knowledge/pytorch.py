@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 
 from dlrig.knowledge.cuda import first_cuda_for, variant_cuda
-from dlrig.knowledge.tables import rows
+from dlrig.knowledge.tables import record, records, rows, split_list
 from dlrig.knowledge.versions import Version, minor_of, release
 
 
@@ -56,21 +56,18 @@ def _expand(raw: str) -> list[str]:
 
 @functools.cache
 def arch_lists() -> tuple[ArchList, ...]:
-    result = []
-    for row in rows("pytorch_arch_lists"):
-        for torch_version in _expand(row["torch_version"]):
-            result.append(
-                ArchList(
-                    torch_version=torch_version,
-                    cuda_variant=row["cuda_variant"],
-                    compute_capabilities=tuple(c for c in row["arch_list"].split(";") if c),
-                    ptx=row["ptx_arch"] or None,
-                    platform=row["platform"],
-                    confidence=row["confidence"],
-                    source=row["source"],
-                )
-            )
-    return tuple(result)
+    return tuple(
+        record(
+            "pytorch_arch_lists",
+            ArchList,
+            row,
+            torch_version=torch_version,
+            compute_capabilities=split_list(row["arch_list"]),
+            ptx=row["ptx_arch"] or None,
+        )
+        for row in rows("pytorch_arch_lists")
+        for torch_version in _expand(row["torch_version"])
+    )
 
 
 @functools.cache
@@ -122,17 +119,7 @@ class CudaVariant:
 
 @functools.cache
 def cuda_variants() -> tuple[CudaVariant, ...]:
-    return tuple(
-        CudaVariant(
-            torch_version=row["torch_version"],
-            cuda_variant=row["cuda_variant"],
-            cuda_version=row["cuda_version"],
-            status=row["status"],
-            source=row["source"],
-            releases=tuple(r for r in row.get("releases", "").split(";") if r),
-        )
-        for row in rows("pytorch_cuda_variants")
-    )
+    return records("pytorch_cuda_variants", CudaVariant)
 
 
 def variant_for_cuda(torch_version: str, cuda: str) -> str | None:
@@ -175,18 +162,7 @@ class Companions:
 
 @functools.cache
 def companions() -> dict[str, Companions]:
-    return {
-        row["torch_version"]: Companions(
-            torch_version=row["torch_version"],
-            torchvision_version=row["torchvision_version"] or None,
-            torchaudio_version=row["torchaudio_version"] or None,
-            source=row["source"],
-            torchvision_releases=tuple(
-                r for r in row.get("torchvision_releases", "").split(";") if r
-            ),
-        )
-        for row in rows("torch_companions")
-    }
+    return {entry.torch_version: entry for entry in records("torch_companions", Companions)}
 
 
 def torch_for_torchvision(torchvision_version: str) -> str | None:

@@ -150,6 +150,24 @@ def _driver_note(install: Install, request: Request) -> str:
     return f"   # needs NVIDIA driver ≥ {install.min_driver}: check with nvidia-smi"
 
 
+def _unresolved(
+    request: Request,
+    problems: list[str],
+    capabilities: tuple[str, ...],
+    reasons: list[str] | None = None,
+    driver_limit: DriverLimit | None = None,
+) -> Resolution:
+    """The answer when no install fits: what stands in the way, and how far the search got."""
+    return Resolution(
+        request,
+        None,
+        problems=tuple(problems),
+        reasons=tuple(reasons or ()),
+        capabilities=capabilities,
+        driver_limit=driver_limit,
+    )
+
+
 def resolve(request: Request) -> Resolution:
     """The torch, wheel index, companions and driver that work together for this request."""
     platform = normalise_platform(request.platform)
@@ -167,7 +185,7 @@ def resolve(request: Request) -> Resolution:
             f"(it knows {known[0]}-{known[-1]})"
         )
         if request.torch_exact:
-            return Resolution(request, None, problems=tuple(problems), capabilities=capabilities)
+            return _unresolved(request, problems, capabilities)
         wanted_minor = None
     if wanted_minor and variant and variant != "cpu":
         shipped = torch_knowledge.variants_of(request.torch_version or wanted_minor)
@@ -177,13 +195,13 @@ def resolve(request: Request) -> Resolution:
                 f"no wheel exists: torch {release(request.torch_version)} shipped {names}; "
                 f"never {variant}"
             )
-            return Resolution(request, None, problems=tuple(problems), capabilities=capabilities)
+            return _unresolved(request, problems, capabilities)
     pool = candidates(request, capabilities, platform)
     if variant:
         pool = [c for c in pool if c.variant == variant]
         if not pool:
             problems.append(f"no torch release in the tables shipped a {variant} wheel")
-            return Resolution(request, None, problems=tuple(problems), capabilities=capabilities)
+            return _unresolved(request, problems, capabilities)
     if request.torch_exact and wanted_minor:
         pool = [c for c in pool if c.minor == wanted_minor]
     # A CPU wheel only when asked for, or when there is no GPU to use.
@@ -194,13 +212,7 @@ def resolve(request: Request) -> Resolution:
     runnable = [c for c in pool if c.runs_gpus]
     if not runnable:
         problems.extend(why_nothing_runs(pool, capabilities, wanted_minor))
-        return Resolution(
-            request,
-            None,
-            problems=tuple(problems),
-            reasons=tuple(reasons),
-            capabilities=capabilities,
-        )
+        return _unresolved(request, problems, capabilities, reasons)
     driver_given = bool(request.driver_version or request.driver_cuda)
     limit = arch_knowledge.driver_limit(capabilities)
     cap = limit.last_branch if limit else None
@@ -220,14 +232,7 @@ def resolve(request: Request) -> Resolution:
         problems.append(
             "every wheel with kernels for this GPU needs a newer driver than its last branch"
         )
-        return Resolution(
-            request,
-            None,
-            problems=tuple(problems),
-            reasons=tuple(reasons),
-            capabilities=capabilities,
-            driver_limit=driver_limit,
-        )
+        return _unresolved(request, problems, capabilities, reasons, driver_limit)
     if not driver_given:
         reachable = fit_recommended_driver(request, reachable, windows, reasons, cap)
     preferred = wanted_minor

@@ -84,21 +84,9 @@ def _arch_entry(minor: str, variant: str, platform: str) -> tuple[object | None,
     return None, None
 
 
-def _candidate(
-    request: Request,
-    minor: str,
-    variant: str,
-    cuda: str | None,
-    status: str,
-    source: str,
-    capabilities: tuple[str, ...],
-    gpu_floor: Version | None,
-    platform: str,
-) -> Candidate:
-    static = _evaluate(minor, variant, cuda, status, source, capabilities, gpu_floor, platform)
-    if variant == "cpu":
-        return static
-    build = Version.parse(cuda) if cuda else None
+def _with_mode(request: Request, static: Candidate) -> Candidate:
+    """A wheel's needs (the same for every driver) judged against the driver asked about."""
+    build = Version.parse(static.cuda) if static.cuda else None
     return replace(static, mode=mode_for(request, build, static.full_min, static.compat_min))
 
 
@@ -227,19 +215,8 @@ def candidates(request: Request, capabilities: tuple[str, ...], platform: str) -
             ]
         variants.append(("cpu", None, "stable", "https://download.pytorch.org/whl/cpu"))
         for variant, cuda, status, source in variants:
-            result.append(
-                _candidate(
-                    request,
-                    minor,
-                    variant,
-                    cuda,
-                    status,
-                    source,
-                    capabilities,
-                    floor,
-                    platform,
-                )
-            )
+            static = _evaluate(minor, variant, cuda, status, source, capabilities, floor, platform)
+            result.append(static if variant == "cpu" else _with_mode(request, static))
     return result
 
 

@@ -11,7 +11,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from dlrig.knowledge.tables import rows
+from dlrig.knowledge.tables import record, rows, split_list
 
 XID_LINE = re.compile(
     r"NVRM: Xid \((?P<pci>PCI:[0-9a-fA-F:.]+|[^)]*)\):\s*(?P<code>\d+)"
@@ -37,18 +37,8 @@ class XidInfo:
 def table() -> dict[int, XidInfo]:
     result = {}
     for row in rows("xid"):
-        severity = row["severity"]
-        if severity not in SEVERITIES:
-            raise ValueError(f"xid.csv: code {row['code']} has unknown severity {severity!r}")
-        info = XidInfo(
-            code=int(row["code"]),
-            name=row["name"],
-            description=row["description"],
-            culprits=tuple(c for c in row["culprit"].split(";") if c),
-            severity=severity,
-            action=row["action"],
-            source=row["source"],
-            as_of=row["as_of"],
+        info = record(
+            "xid", XidInfo, row, {"severity": SEVERITIES}, culprits=split_list(row["culprit"])
         )
         result[info.code] = info
     return result

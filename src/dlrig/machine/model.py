@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
+
+from dlrig.machine.plain import from_plain as _from_plain
+from dlrig.machine.plain import to_plain as _to_plain
 
 SCHEMA_VERSION = 1
 SCHEMA_NAME = "dlrig.machine"
@@ -398,84 +399,7 @@ class Machine:
         return cls.from_dict(json.loads(text))
 
 
-# --- generic (de)serialisation of the frozen dataclasses above -------------------------------
-
 T = TypeVar("T")
-
-
-def _to_plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple):
-        return [_to_plain(item) for item in value]
-    return value
-
-
-_HINTS_CACHE: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS_CACHE:
-        _HINTS_CACHE[cls] = typing.get_type_hints(cls)
-    return _HINTS_CACHE[cls]
-
-
-def _from_plain(tp: Any, value: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None:
-            if type(None) in args:
-                return None
-            raise ValueError(f"{where}: null is not allowed")
-        non_none = [arg for arg in args if arg is not type(None)]
-        errors = []
-        for arg in non_none:
-            try:
-                return _from_plain(arg, value, where)
-            except ValueError as exc:
-                errors.append(str(exc))
-        raise ValueError(errors[0])
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(
-                _from_plain(args[0], item, f"{where}[{i}]") for i, item in enumerate(value)
-            )
-        if len(args) != len(value):
-            raise ValueError(f"{where}: expected {len(args)} items, got {len(value)}")
-        return tuple(
-            _from_plain(a, v, f"{where}[{i}]")
-            for i, (a, v) in enumerate(zip(args, value, strict=True))
-        )
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        if not isinstance(value, dict):
-            raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
-        hints = _hints(tp)
-        known = {f.name for f in dataclasses.fields(tp)}
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise ValueError(f"{where}: unknown field {unknown[0]!r}")
-        kwargs = {
-            name: _from_plain(hints[name], item, f"{where}.{name}") for name, item in value.items()
-        }
-        try:
-            return tp(**kwargs)
-        except TypeError as exc:
-            raise ValueError(f"{where}: {exc}") from None
-    if tp is Any:
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if tp in (int, str, bool):
-        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-            raise ValueError(f"{where}: expected {tp.__name__}, got {value!r}")
-        return value
-    raise ValueError(f"{where}: unsupported type {tp!r}")
 
 
 def replace(obj: T, **changes: Any) -> T:

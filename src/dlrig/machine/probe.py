@@ -156,3 +156,9 @@ def collect(
         env=host.relevant_env(dict(ctx.env)),
         probe_issues=tuple(sorted(issues, key=lambda i: i.source)),
     )
+
+
+def kernel_log(ctx: ProbeContext | None = None) -> tuple[KernelLog | None, str | None]:
+    """The kernel log's Xid events alone (and why not, when it cannot be read): a second look
+    after a long run, without probing everything again."""
+    return _kernel_log(ctx or ProbeContext())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from datetime import UTC, datetime
 from typing import Any
 
@@ -99,7 +100,11 @@ def render_report(report: HistoryReport, out: Any) -> None:
                     gpu.throttled_seconds_by_reason.items(), key=lambda kv: -kv[1]
                 )
             )
-            out.print(f"GPU {gpu.gpu} throttled: {reasons}")
+            # Wrapped by hand: in a pipe the console does not wrap, and a mail is 80 columns.
+            for line in textwrap.wrap(
+                f"GPU {gpu.gpu} throttled: {reasons}", width=80, subsequent_indent="  "
+            ):
+                out.print(line)
     if report.energy_kwh is not None:
         line = f"energy: {report.energy_kwh:.3f} kWh"
         if report.cost is not None:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlrig.machine.host_metrics import HostSample
-from dlrig.machine.model import Gpu, _to_plain
+from dlrig.machine.model import Gpu
+from dlrig.machine.plain import to_plain as _to_plain
 
 SCHEMA_VERSION = 1
 

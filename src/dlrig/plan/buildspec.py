@@ -27,6 +27,7 @@ from typing import Any
 from dlrig.errors import InputError, MissingExtraError
 from dlrig.knowledge import plan as knowledge
 from dlrig.knowledge.gpus import GpuSpec, catalogue
+from dlrig.knowledge.gpus import lookup as gpu_lookup
 
 FORM_FACTORS = ("workstation", "4u-server", "hgx")
 STORAGE_KINDS = {
@@ -263,14 +264,7 @@ def _gpus(data: dict[str, Any], where: str) -> GpuPart:
         raise InputError(
             f"{where}: gpus has no `model`", fix="e.g. `gpus: {model: rtx-4090, count: 2}`"
         )
-    spec = catalogue().resolve(str(model))
-    if spec is None:
-        close = catalogue().suggestions(str(model))
-        raise InputError(
-            f"{where}: gpus.model {model!r} is not in the GPU catalogue",
-            fix=("did you mean " + ", ".join(close) + "? " if close else "")
-            + "see `dlrig fit --list-gpus`",
-        )
+    spec = gpu_lookup(str(model), option=f"{where}: gpus.model").spec
     extra = sorted(set(data) - {"model", "count", "power_limit_watts", "cooler", "slots"})
     if extra:
         raise InputError(

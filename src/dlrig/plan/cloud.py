@@ -7,7 +7,9 @@ Lambda and RunPod's on-demand products have no spot market in the table and get 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from dlrig.knowledge import plan as knowledge
 from dlrig.plan.assume import Inputs
@@ -16,16 +18,9 @@ SPOT_PROVIDERS = ("aws", "gcp", "azure")
 
 
 @dataclass(frozen=True)
-class CloudOffer:
-    provider: str
-    instance: str
-    gpu: str
-    gpus: int
-    pricing: str
-    usd_per_hour: float
-    region: str
-    source: str
-    as_of: str
+class CloudOffer(knowledge.CloudPrice):
+    """A row of plan_cloud_prices, or a spot offer derived from an on-demand row."""
+
     derived: bool = False
 
     @property
@@ -38,22 +33,13 @@ class CloudOffer:
         return self.usd_per_hour / self.gpus
 
 
+def _offer(price: knowledge.CloudPrice, **changes: Any) -> CloudOffer:
+    return CloudOffer(**{**dataclasses.asdict(price), **changes})
+
+
 def offers(inputs: Inputs, gpus: tuple[str, ...] = ()) -> list[CloudOffer]:
     rows = [r for r in knowledge.cloud_prices() if not gpus or r.gpu in gpus]
-    result = [
-        CloudOffer(
-            r.provider,
-            r.instance,
-            r.gpu,
-            r.gpus,
-            r.pricing,
-            r.usd_per_hour,
-            r.region,
-            r.source,
-            r.as_of,
-        )
-        for r in rows
-    ]
+    result = [_offer(r) for r in rows]
     with_spot = {(r.provider, r.instance) for r in rows if r.pricing == "spot"}
     for r in rows:
         if (
@@ -64,16 +50,12 @@ def offers(inputs: Inputs, gpus: tuple[str, ...] = ()) -> list[CloudOffer]:
             continue
         discount = inputs.get("spot_discount")
         result.append(
-            CloudOffer(
-                r.provider,
-                r.instance,
-                r.gpu,
-                r.gpus,
-                "spot",
-                r.usd_per_hour * (1 - inputs.number("spot_discount")),
-                r.region,
-                f"DERIVED from the on-demand price ({r.source}) and spot_discount {discount.value} ({discount.source})",
-                r.as_of,
+            _offer(
+                r,
+                pricing="spot",
+                usd_per_hour=r.usd_per_hour * (1 - inputs.number("spot_discount")),
+                source=f"DERIVED from the on-demand price ({r.source}) and spot_discount "
+                f"{discount.value} ({discount.source})",
                 derived=True,
             )
         )

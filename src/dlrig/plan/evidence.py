@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +30,7 @@ class Step:
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "term": self.term,
-            "change": self.change,
-            "gain": self.gain,
-            "gain_factor": self.gain_factor,
-            "cost_usd": round(self.cost_usd, 2),
-            "area": self.area,
-            "source": self.source,
-        }
+        return {**asdict(self), "cost_usd": round(self.cost_usd, 2)}
 
 
 def load_bench(folder: str | Path) -> list[dict[str, Any]]:

@@ -42,23 +42,7 @@ class Evaluation:
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload,
-            "gpu": self.gpu,
-            "gpus": self.gpus,
-            "fits": self.fits,
-            "precision": self.precision,
-            "strategy": self.strategy,
-            "micro_batch": self.micro_batch,
-            "grad_accum": self.grad_accum,
-            "memory_peak_bytes": self.memory_peak_bytes,
-            "gpu_memory_bytes": self.gpu_memory_bytes,
-            "step_time_s": self.step_time_s,
-            "samples_per_s": self.samples_per_s,
-            "time_per_run_s": self.time_per_run_s,
-            "method": self.method,
-            "note": self.note,
-        }
+        return dataclasses.asdict(self)
 
 
 def _fit() -> Any:
@@ -105,6 +89,21 @@ def _as_traced(precision: str, spec: GpuSpec) -> tuple[str, GpuSpec]:
     return precision, spec
 
 
+def _fit_options(workload: Workload, precision: str, batch: int | None, **more: Any) -> Any:
+    """`fit.Options` for the workload's model and shape; `more` adds the hardware and the run."""
+    return _fit().Options(
+        model=workload.model,
+        batch_size=batch,
+        seq_len=workload.seq_len,
+        image_size=workload.image_size,
+        precision=precision,
+        optimizer=workload.optimizer,
+        grad_checkpointing=workload.grad_checkpointing,
+        input_spec=workload.input_spec,
+        **more,
+    )
+
+
 class WorkloadFit:
     """One workload's traces (by precision and micro-batch) and evaluations (by GPU and count)."""
 
@@ -117,19 +116,7 @@ class WorkloadFit:
     def _trace(self, precision: str, batch: int | None) -> Any:
         key = (precision, batch)
         if key not in self._traces:
-            fit = _fit()
-            w = self.workload
-            options = fit.Options(
-                model=w.model,
-                batch_size=batch,
-                seq_len=w.seq_len,
-                image_size=w.image_size,
-                precision=precision,
-                optimizer=w.optimizer,
-                grad_checkpointing=w.grad_checkpointing,
-                input_spec=w.input_spec,
-            )
-            self._traces[key] = fit.trace(options)
+            self._traces[key] = _fit().trace(_fit_options(self.workload, precision, batch))
             self.traces_made += 1
         return self._traces[key]
 
@@ -365,16 +352,11 @@ def _predict_micro(result: Any, batch: int, usable: int) -> tuple[int, int] | No
 def naive_estimate(workload: Workload, spec: GpuSpec, count: int) -> Any:
     """What a plan without trace reuse does: a full `fit.estimate` (a new trace) per pair.
     Only the speed benchmark calls it."""
-    from dlrig import fit
-
     precision, _ = precision_for(workload, spec)
-    options = fit.Options(
-        model=workload.model,
-        batch_size=workload.batch_size,
-        seq_len=workload.seq_len,
-        image_size=workload.image_size,
-        precision=precision,
-        optimizer=workload.optimizer,
+    options = _fit_options(
+        workload,
+        precision,
+        workload.batch_size,
         gpu=spec.id,
         gpus=count,
         dataset_size=workload.dataset_size,
@@ -382,4 +364,4 @@ def naive_estimate(workload: Workload, spec: GpuSpec, count: int) -> Any:
         tokens=workload.tokens,
         search_max_batch=False,
     )
-    return fit.estimate(options)
+    return _fit().estimate(options)

@@ -22,7 +22,7 @@ from dlrig.plan.buildspec import Circuit
 from dlrig.plan.cloud import CloudOffer, offers
 from dlrig.plan.fitting import Evaluation, WorkloadFit, evaluate_many
 from dlrig.plan.workloads import Workload
-from dlrig.report import envelope
+from dlrig.report import envelope, rounded
 
 SCHEMA = "dlrig.plan"
 SCHEMA_VERSION = 1
@@ -95,28 +95,14 @@ class Option:
             "fits": {w: ev.fits for w, ev in self.evaluations.items()},
             "time_per_workload_s": {w: ev.time_per_run_s for w, ev in self.evaluations.items()},
             "capex_usd": round(e.capex_usd, 2),
-            "power_wall_watts": None
-            if e.power_wall_watts is None
-            else round(e.power_wall_watts, 1),
-            "energy_kwh_per_year": None
-            if e.energy_kwh_per_year is None
-            else round(e.energy_kwh_per_year, 1),
-            "energy_cost_usd_per_year": None
-            if e.energy_cost_usd_per_year is None
-            else round(e.energy_cost_usd_per_year, 2),
-            "cost_per_year_usd": None
-            if e.cost_per_year_usd is None
-            else round(e.cost_per_year_usd, 2),
-            "tco_usd": None if e.tco_usd is None else round(e.tco_usd, 2),
-            "cost_per_run_usd": {
-                w: None if c is None else round(c, 2) for w, c in e.cost_per_run_usd.items()
-            },
-            "busy_hours_per_year": None
-            if e.busy_hours_per_year is None
-            else round(e.busy_hours_per_year, 1),
-            "break_even_months": None
-            if self.break_even_months is None
-            else round(self.break_even_months, 1),
+            "power_wall_watts": rounded(e.power_wall_watts, 1),
+            "energy_kwh_per_year": rounded(e.energy_kwh_per_year, 1),
+            "energy_cost_usd_per_year": rounded(e.energy_cost_usd_per_year, 2),
+            "cost_per_year_usd": rounded(e.cost_per_year_usd, 2),
+            "tco_usd": rounded(e.tco_usd, 2),
+            "cost_per_run_usd": {w: rounded(c, 2) for w, c in e.cost_per_run_usd.items()},
+            "busy_hours_per_year": rounded(e.busy_hours_per_year, 1),
+            "break_even_months": rounded(self.break_even_months, 1),
             "pareto": self.pareto,
             "evaluations": [ev.to_dict() for ev in self.evaluations.values()],
         }

@@ -59,7 +59,7 @@ def _fraction(value: Any, flag: str) -> float | None:
 def request(
     arguments: Sequence[str], options: Mapping[str, Any], assume: Sequence[str] = ()
 ) -> tuple[list[Workload], Constraints, Inputs]:
-    from dlrig.knowledge.gpus import catalogue
+    from dlrig.knowledge.gpus import lookup as gpu_lookup
 
     parsed, from_file = parsing.from_arguments(list(arguments))
     unknown = sorted(set(from_file) - set(CONSTRAINT_KEYS))
@@ -79,12 +79,7 @@ def request(
     ids = []
     names = pick("gpu", ())
     for name in [names] if isinstance(names, str) else list(names):
-        spec = catalogue().resolve(str(name))
-        if spec is None:
-            raise InputError(
-                f"--gpu {name!r}: not in the GPU catalogue", fix="see `dlrig fit --list-gpus`"
-            )
-        ids.append(spec.id)
+        ids.append(gpu_lookup(str(name)).spec.id)  # the one --gpu lookup: aliases, preferences
     most = int(pick("max_gpus", 8))
     if most < 1:
         raise InputError(f"--max-gpus {most}", fix="give at least 1")

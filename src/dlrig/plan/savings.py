@@ -14,7 +14,7 @@ Figures are extrapolated from the recorded hours to a month and a year, and say 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +38,8 @@ class Saving:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name,
+            **asdict(self),
             "usd_per_year": round(self.usd_per_year, 2),
-            "summary": self.summary,
             "detail": list(self.detail),
         }
 

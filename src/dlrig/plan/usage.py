@@ -99,18 +99,10 @@ def _opt(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
-def _weights(times: list[float], cap: float) -> list[float]:
-    usual = cap / 3.0
-    out = []
-    for i, t in enumerate(times):
-        gap = times[i + 1] - t if i + 1 < len(times) else None
-        out.append(gap if gap is not None and gap <= cap else usual)
-    return out
-
-
 def read(path: str | Path, month: str | None = None) -> Usage:
     from dlrig.knowledge.gpus import catalogue
     from dlrig.monitor.history import open_history
+    from dlrig.monitor.report import sample_weights
 
     conn = open_history(path)
     try:
@@ -169,7 +161,7 @@ def read(path: str | Path, month: str | None = None) -> Usage:
         month=label,
         from_unix=times[0],
         to_unix=times[-1] + cap / 3.0,
-        seconds=sum(_weights(times, cap)),
+        seconds=sum(sample_weights(times, cap)),
         gpus=tuple(gpus),
         idle_periods=_periods(times, cap, idle_at),
         host_cpu_mean_percent=None if host is None or host[0] is None else float(host[0]),
@@ -185,8 +177,10 @@ def _gpu(
     cap: float,
     idle_at: dict[float, bool],
 ) -> GpuUsage:
+    from dlrig.monitor.report import sample_weights
+
     times = [r.ts for r in rows]
-    weights = _weights(times, cap)
+    weights = sample_weights(times, cap)
     busy = busy_power = idle_power = busy_time = idle_time = joules = util_sum = util_time = 0.0
     for i, (row, w) in enumerate(zip(rows, weights, strict=True)):
         ok = row.status == "ok" and row.util is not None

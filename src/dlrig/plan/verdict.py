@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from dlrig.knowledge import plan as knowledge
 
@@ -17,14 +17,7 @@ class RuleResult:
     source: str = ""
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "status": self.status,
-            "title": self.title,
-            "evidence": list(self.evidence),
-            "fix": self.fix,
-            "source": self.source,
-        }
+        return {**asdict(self), "evidence": list(self.evidence)}
 
 
 def verdict(

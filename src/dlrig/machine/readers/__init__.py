@@ -51,30 +51,27 @@ TELEMETRY_FORMATS = (
 @dataclass(frozen=True)
 class Format:
     name: str
+    looks_like: Callable[[str], bool]
     read: Callable[[str, str | None], Machine]
     gpu_readings: bool  # carries measured GPU state (memory, utilisation, temperature...)
 
 
+# Tried in this order; the first whose shape the text has is the format.
+_DETECTION_ORDER = (
+    Format("snapshot", snapshot.looks_like, snapshot.read, True),
+    Format("nvidia-smi XML", nvsmi_xml.looks_like, nvsmi_xml.read, True),
+    Format("nvidia-smi capture", nvsmi_capture.looks_like, nvsmi_capture.read, True),
+    Format("nvidia-smi -q text", nvsmi_text.looks_like, nvsmi_text.read, True),
+    # GPU names from torch, no readings: never GPU telemetry.
+    Format("collect_env output", collect_env.looks_like, collect_env.read, False),
+    Format("nvidia-smi table", nvsmi_table.looks_like, nvsmi_table.read, True),
+    Format("nvidia-smi CSV", nvsmi_csv.looks_like, nvsmi_csv.read, True),
+    Format("kernel log", kernel_log.looks_like, kernel_log.read, True),
+)
+
+
 def detect(text: str) -> Format | None:
-    head = text.lstrip()[:4096]
-    if snapshot.looks_like(text):
-        return Format("snapshot", snapshot.read, True)
-    if head.startswith("<?xml") or head.startswith("<nvidia_smi_log") or "<nvidia_smi_log" in head:
-        return Format("nvidia-smi XML", nvsmi_xml.read, True)
-    if nvsmi_capture.looks_like(text):
-        return Format("nvidia-smi capture", nvsmi_capture.read, True)
-    if nvsmi_text.looks_like(text):
-        return Format("nvidia-smi -q text", nvsmi_text.read, True)
-    if collect_env.looks_like(text):
-        # GPU names from torch, no readings: never GPU telemetry.
-        return Format("collect_env output", collect_env.read, False)
-    if nvsmi_table.looks_like(text):
-        return Format("nvidia-smi table", nvsmi_table.read, True)
-    if nvsmi_csv.looks_like(text):
-        return Format("nvidia-smi CSV", nvsmi_csv.read, True)
-    if kernel_log.looks_like(text):
-        return Format("kernel log", kernel_log.read, True)
-    return None
+    return next((fmt for fmt in _DETECTION_ORDER if fmt.looks_like(text)), None)
 
 
 def _not_readable(label: str) -> InputError:

@@ -261,6 +261,11 @@ def parse_root(root: ET.Element) -> tuple[Driver, tuple[Gpu, ...], list[ProbeIss
     return driver, gpus, issues
 
 
+def looks_like(text: str) -> bool:
+    head = text.lstrip()[:4096]
+    return head.startswith("<?xml") or "<nvidia_smi_log" in head
+
+
 def read(text: str, path: str | None) -> Machine:
     """Parse the XML text; raises ValueError with a short reason when it is not one."""
     try:

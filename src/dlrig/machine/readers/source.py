@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Protocol
 
 from dlrig.errors import InputError
-from dlrig.inputs import check_readable_file
+from dlrig.inputs import check_readable_file, decode_text
 
 MAX_INPUT_BYTES = 100 * 1000 * 1000
 _WHAT = "recorded machine evidence"
 _GZIP_MAGIC = b"\x1f\x8b"
-_BINARY_SNIFF_BYTES = 8192
 
 
 class _Readable(Protocol):
@@ -72,14 +71,4 @@ def read_evidence(path: Path | str, limit: int = MAX_INPUT_BYTES) -> str:
             ) from None
     if not data.strip():
         raise InputError(f"{label}: the file is empty", fix=f"give a file that holds the {_WHAT}")
-    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
-        raise InputError(
-            f"{label}: is a binary file, not text", fix=f"give the {_WHAT} as text (gzip is fine)"
-        )
-    text = data.decode("utf-8", errors="replace")
-    if text.count("\ufffd") > max(16, len(text) // 100):
-        raise InputError(
-            f"{label}: is not UTF-8 text",
-            fix=f"give the {_WHAT} as UTF-8 text (e.g. `iconv -t utf-8`)",
-        )
-    return text
+    return decode_text(data, label, _WHAT, gzip_ok=True)

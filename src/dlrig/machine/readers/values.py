@@ -39,15 +39,16 @@ def text(raw: str | None) -> str | None:
     return value
 
 
+def _number_match(raw: str | None) -> re.Match[str] | None:
+    """The number and its unit in a value ("67.03 W": "67.03", "W"); None for N/A or text."""
+    value = text(raw)
+    return None if value is None else _NUMBER.match(value)
+
+
 def number(raw: str | None) -> float | None:
     """A plain number with an optional unit suffix ("67.03 W", "27 C", "99 %")."""
-    value = text(raw)
-    if value is None:
-        return None
-    match = _NUMBER.match(value)
-    if not match:
-        return None
-    return float(match.group(1))
+    match = _number_match(raw)
+    return None if match is None else float(match.group(1))
 
 
 def integer(raw: str | None) -> int | None:
@@ -65,11 +66,8 @@ def integer(raw: str | None) -> int | None:
 
 def _scaled(raw: str | None, units: dict[str, int], default_unit: str) -> float | None:
     """A number times its unit's scale ("81920 MiB", "4000 KB/s"); None for unknown units."""
-    value = text(raw)
-    if value is None:
-        return None
-    match = _NUMBER.match(value)
-    if not match:
+    match = _number_match(raw)
+    if match is None:
         return None
     unit = (match.group(2) or default_unit).lower()
     if unit not in units:
