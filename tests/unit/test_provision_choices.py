@@ -246,7 +246,7 @@ def test_gpu_lookup_takes_ids_aliases_and_preferred_short_names(name, gpu_id, ho
 def test_gpu_lookup_refuses_what_it_cannot_pin_to_one_sku():
     with pytest.raises(InputError) as info:
         gpus.lookup("v100")  # five SKUs, no preference row
-    assert "fits several" in str(info.value)
+    assert "matches several different GPUs" in str(info.value)
     with pytest.raises(InputError) as info:
         gpus.lookup("rtx 4080")  # only the SUPER is listed: suggested, not taken
     assert "rtx-4080-super" in (info.value.fix or "")

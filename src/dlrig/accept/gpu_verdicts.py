@@ -85,16 +85,22 @@ def throttle(track: GpuTrack) -> Verdict:
         if kind == "hardware slowdown"
         else "improve airflow: fan curve, intakes, blanking panels, dust"
     )
-    return Verdict(
+    return _throttling(
         vid,
         "fail" if worst >= THROTTLE_FAIL_SHARE else "warn",
         f"{label} throttles under sustained load: {kind} {worst:.0%} of the time",
-        "burn-in",
-        tuple(evidence),
-        fix_for("gpu_throttling", specific),
-        "gpu_throttling",
+        evidence,
+        specific,
         track.index,
     )
+
+
+def _throttling(
+    vid: str, status: str, title: str, evidence: Sequence[str], action: str, gpu: int
+) -> Verdict:
+    """A burn-in finding that a GPU runs slower than it should, with the throttling fix."""
+    fix = fix_for("gpu_throttling", action)
+    return Verdict(vid, status, title, "burn-in", tuple(evidence), fix, "gpu_throttling", gpu)
 
 
 def power_limit(track: GpuTrack) -> Verdict:
@@ -111,19 +117,14 @@ def power_limit(track: GpuTrack) -> Verdict:
         f"check: nvidia-smi -i {track.index} -q -d POWER",
     )
     if limit < POWER_CAP_SHARE * default:
-        return Verdict(
+        return _throttling(
             vid,
             "fail",
             f"{label} is power-capped at {limit:.0f} W, below its {default:.0f} W default: "
             "under sustained load it throttles",
-            "burn-in",
             evidence,
-            fix_for(
-                "gpu_throttling",
-                f"sudo nvidia-smi -i {track.index} -pl {default:.0f} (if the cap is deliberate, "
-                "accept the lower throughput knowingly)",
-            ),
-            "gpu_throttling",
+            f"sudo nvidia-smi -i {track.index} -pl {default:.0f} (if the cap is deliberate, "
+            "accept the lower throughput knowingly)",
             track.index,
         )
     return Verdict(
@@ -187,14 +188,12 @@ def clock_sag(track: GpuTrack, load: LoadTrack | None, replay: bool) -> Verdict:
         evidence.append(f"temperature {temps[0]:.0f} °C → {temps[-1]:.0f} °C")
     drop = max(drops)
     if drop >= SAG_WARN:
-        return Verdict(
+        return _throttling(
             vid,
             "fail" if drop >= SAG_FAIL else "warn",
             f"{label} slows down over the burn-in: {drop:.0%} lower at the end",
-            "burn-in",
-            tuple(evidence),
-            fix_for("gpu_throttling", "the GPU heats up and lowers its clocks: check the cooling"),
-            "gpu_throttling",
+            evidence,
+            "the GPU heats up and lowers its clocks: check the cooling",
             track.index,
         )
     return Verdict(
@@ -238,19 +237,14 @@ def peers(tracks: Sequence[GpuTrack], loads_by_gpu: dict[int, LoadTrack]) -> lis
         if slow:
             share, index = slow[0]
             verdicts.append(
-                Verdict(
+                _throttling(
                     "burn_in.peers",
                     "fail",
                     f"GPU {index} ({name}) reaches {share:.0%} of its peers' median under the "
                     "same load",
-                    "burn-in",
                     evidence,
-                    fix_for(
-                        "gpu_throttling",
-                        f"compare GPU {index}'s clocks, power and temperature with the others "
-                        "(`dlrig monitor`); reseat or swap it; if it stays slow, RMA it",
-                    ),
-                    "gpu_throttling",
+                    f"compare GPU {index}'s clocks, power and temperature with the others "
+                    "(`dlrig monitor`); reseat or swap it; if it stays slow, RMA it",
                     index,
                 )
             )

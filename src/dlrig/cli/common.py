@@ -6,9 +6,14 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    D = TypeVar("D", bound=DataclassInstance)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -27,6 +32,17 @@ def out_option(help: str, metavar: str = "DIR", dest: str = "out") -> Callable[[
     """--out: where output goes, a folder when the command writes several files, a file when
     it writes one (docs/conventions.md)."""
     return click.option("--out", dest, metavar=metavar, help=help)
+
+
+def options_from(options_type: type[D], params: dict[str, Any], /, **given: Any) -> D:
+    """An `options_type` (the API's options dataclass) from a command's click params: each
+    param named as one of its fields is taken out of `params`; `given` are the fields the
+    command worked out itself (a renamed or negated flag). What stays in `params` is the
+    command's own business (output options, facts)."""
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(options_type) if f.name in params]
+    return options_type(**{name: params.pop(name) for name in names}, **given)
 
 
 def print_json(document: dict[str, Any]) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
-from dlrig.cli.common import console, json_option, print_json
+from dlrig.cli.common import console, json_option, options_from, print_json
 from dlrig.errors import InputError
 from dlrig.report import envelope
 
@@ -149,103 +150,37 @@ EPILOG = (
 @click.option("--list-presets", is_flag=True, help="List the model presets and exit.")
 @click.option("--list-gpus", is_flag=True, help="List the GPU catalogue and exit.")
 @json_option
-def fit_command(
-    model: str | None,
-    batch_size: int | None,
-    seq_len: int | None,
-    image_size: int | None,
-    precision: str,
-    optimizer: str,
-    grad_checkpointing: str,
-    grad_accum: int,
-    gpus: int,
-    strategy: str,
-    gpu: str | None,
-    interconnect: str | None,
-    gpus_per_node: int,
-    network_gbps: float | None,
-    dataset_size: int | None,
-    epochs: float,
-    tokens: float | None,
-    global_batch: int | None,
-    input_spec: str | None,
-    config_path: str | None,
-    lora: int | None,
-    qlora: int | None,
-    lora_alpha: float | None,
-    lora_targets: str | None,
-    no_kbit_prepare: bool,
-    attention: str,
-    optimizer_impl: str,
-    keep_grads: bool,
-    channels_last: bool,
-    offload: str,
-    inference: bool,
-    weights: str | None,
-    context: int | None,
-    engine: str | None,
-    analytic: bool,
-    no_max_batch: bool,
-    list_presets: bool,
-    list_gpus: bool,
-    as_json: bool,
-) -> None:
+def fit_command(**params: Any) -> None:
     """Estimate peak GPU memory, the largest batch, step time and time to train — without a GPU.
 
     MODEL is a preset (resnet50, vit-b16, bert-large, gpt2, t5-base, llama3-8b, ...), a Hub id
     in the local Hugging Face cache (meta-llama/Llama-3.1-8B), any model with --config PATH, or
     your own package.module:factory with --input describing the batch.
     """
-    if list_presets:
+    as_json: bool = params.pop("as_json")
+    if params.pop("list_presets"):
         _list_presets(as_json)
         return
-    if list_gpus:
+    if params.pop("list_gpus"):
         _list_gpus(as_json)
         return
+    model: str | None = params.pop("model")
+    config_path: str | None = params.pop("config_path")
     if not model and not config_path:
         raise InputError(
             "no model given", fix="dlrig fit MODEL or --config PATH (see dlrig fit --list-presets)"
         )
     from dlrig import fit
 
-    options = fit.Options(
+    options = options_from(
+        fit.Options,
+        params,
         model=model or str(config_path),
-        batch_size=batch_size,
-        seq_len=seq_len,
-        image_size=image_size,
-        precision=precision,
-        optimizer=optimizer,
-        grad_checkpointing=grad_checkpointing,
-        grad_accum=grad_accum,
-        gpus=gpus,
-        strategy=strategy,
-        gpu=gpu,
-        interconnect=interconnect,
-        gpus_per_node=gpus_per_node,
-        network_gbps=network_gbps,
-        dataset_size=dataset_size,
-        epochs=epochs,
-        tokens=tokens,
-        global_batch=global_batch,
-        input_spec=input_spec,
-        search_max_batch=not no_max_batch,
         config=config_path,
-        lora=lora,
-        qlora=qlora,
-        lora_alpha=lora_alpha,
-        lora_targets=lora_targets,
-        kbit_prepare=not no_kbit_prepare,
-        attention=attention,
-        optimizer_impl=optimizer_impl,
-        keep_grads=keep_grads,
-        channels_last=channels_last,
-        offload=offload,
-        inference=inference,
-        weights=weights,
-        context=context,
-        engine=engine,
-        analytic=analytic,
+        search_max_batch=not params.pop("no_max_batch"),
+        kbit_prepare=not params.pop("no_kbit_prepare"),
     )
+    gpu, analytic = options.gpu, options.analytic
     machine = _this_machine() if gpu is None else None
     err = console(stderr=True)
     if as_json or not err.is_terminal or analytic:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from dlrig.cli.common import console, console_wide, json_option, print_json
+from dlrig.cli.common import console, console_wide, json_option, print_json, progress_bar
 
 _SUBCOMMANDS = ("create", "verify", "bench")
 _EXIT_PACK = (
@@ -287,18 +287,7 @@ def _bench(
     drop_caches: bool,
     quiet: bool,
 ) -> list[Any]:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    err = console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=quiet or not err.is_terminal,
-    ) as bar:
-        task = bar.add_task("pack bench", total=1.0)
+    with progress_bar("pack bench", quiet) as progress:
         return list(
             bench_pack.run(
                 dst,
@@ -308,8 +297,6 @@ def _bench(
                 stages=("raw",) if no_decode else ("raw", "decode"),
                 loose=not no_loose,
                 drop_caches=drop_caches,
-                progress=lambda label, fraction: bar.update(
-                    task, description=label, completed=fraction
-                ),
+                progress=progress,
             )
         )

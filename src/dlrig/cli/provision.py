@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from dlrig.cli.provision_options import emit, fact_options, gather_facts
+from dlrig.cli.provision_options import fact_options, generate_target, packages_option
 
 EXIT_CODES = (
     "Exit codes: 0 files generated; 2 bad usage, an unreadable --machine, or facts no stack fits "
@@ -31,29 +31,18 @@ def provision_command() -> None:
     "--no-container-toolkit", is_flag=True, help="Leave out the NVIDIA Container Toolkit."
 )
 @click.pass_context
-def host_command(
-    ctx: click.Context, /, cudnn: bool, nccl: bool, no_container_toolkit: bool, **params: Any
-) -> None:
+def host_command(ctx: click.Context, /, no_container_toolkit: bool, **params: Any) -> None:
     """Install script for the driver (branch and kernel-module flavour from the tables),
     optional CUDA/cuDNN/NCCL, the Container Toolkit and nvidia-persistenced. The script takes
     --dry-run and --root DIR, skips every step whose result exists, and verifies at the end."""
-    from dlrig import provision
     from dlrig.provision.host import HostOptions
 
-    facts = gather_facts(ctx, params, probe_by_default=True)
-    options = HostOptions(cudnn=cudnn, nccl=nccl, container_toolkit=not no_container_toolkit)
-    emit(provision.generate("host", facts, options=options), params)
+    generate_target(ctx, "host", HostOptions, params, container_toolkit=not no_container_toolkit)
 
 
 @provision_command.command("env", epilog=EXIT_CODES)
 @fact_options
-@click.option(
-    "--with",
-    "packages",
-    multiple=True,
-    metavar="REQ",
-    help="Another package for the environment (repeatable): 'numpy<2', tqdm.",
-)
+@packages_option("Another package for the environment (repeatable): 'numpy<2', tqdm.")
 @click.option("--name", default="train", show_default=True, help="conda environment name.")
 @click.option(
     "--lock",
@@ -64,34 +53,17 @@ def host_command(
     "--cuda-variant", metavar="cuXYZ|cpu", help="Insist on this wheel variant (cu118, cpu)."
 )
 @click.pass_context
-def env_command(
-    ctx: click.Context,
-    /,
-    packages: tuple[str, ...],
-    name: str,
-    lock: bool,
-    cuda_variant: str | None,
-    **params: Any,
-) -> None:
+def env_command(ctx: click.Context, /, **params: Any) -> None:
     """Python environment: torch + companions + index from the resolver, other packages
     locked with hashes, and a conda environment.yml."""
-    from dlrig import provision
     from dlrig.provision.env import EnvOptions
 
-    facts = gather_facts(ctx, params, probe_by_default=True)
-    options = EnvOptions(packages=packages, name=name, lock=lock, cuda_variant=cuda_variant)
-    emit(provision.generate("env", facts, options=options), params)
+    generate_target(ctx, "env", EnvOptions, params)
 
 
 @provision_command.command("docker", epilog=EXIT_CODES)
 @fact_options
-@click.option(
-    "--with",
-    "packages",
-    multiple=True,
-    metavar="REQ",
-    help="Another package for the image (repeatable).",
-)
+@packages_option("Another package for the image (repeatable).")
 @click.option("--lock", is_flag=True, help="Lock --with packages with hashes now (uv pip compile).")
 @click.option(
     "--flavor",
@@ -116,26 +88,11 @@ def env_command(
     "--user", default="train", show_default=True, help="The non-root user the container runs as."
 )
 @click.pass_context
-def docker_command(
-    ctx: click.Context,
-    /,
-    packages: tuple[str, ...],
-    lock: bool,
-    flavor: str,
-    cudnn: bool,
-    image_name: str,
-    user: str,
-    **params: Any,
-) -> None:
+def docker_command(ctx: click.Context, /, **params: Any) -> None:
     """Dockerfile on an nvidia/cuda tag that exists, docker-run.sh and compose.yaml."""
-    from dlrig import provision
     from dlrig.provision.docker import DockerOptions
 
-    facts = gather_facts(ctx, params, probe_by_default=True)
-    options = DockerOptions(
-        packages=packages, lock=lock, flavor=flavor, cudnn=cudnn, image_name=image_name, user=user
-    )
-    emit(provision.generate("docker", facts, options=options), params)
+    generate_target(ctx, "docker", DockerOptions, params)
 
 
 @provision_command.command("nccl", epilog=EXIT_CODES)
@@ -156,17 +113,10 @@ def docker_command(
 )
 @click.pass_context
 def nccl_command(
-    ctx: click.Context,
-    /,
-    socket_ifname: str | None,
-    ib_hca: str | None,
-    settings: tuple[str, ...],
-    no_keep: bool,
-    **params: Any,
+    ctx: click.Context, /, settings: tuple[str, ...], no_keep: bool, **params: Any
 ) -> None:
     """/etc/nccl.conf from the machine's network: socket interface, IB HCAs; debugging
     variables NCCL's documentation says not to keep are refused."""
-    from dlrig import provision
     from dlrig.errors import InputError
     from dlrig.provision.nccl import NcclOptions
 
@@ -176,11 +126,9 @@ def nccl_command(
         if not sep or not key:
             raise InputError(f"--set {setting}: not KEY=VALUE", fix="e.g. --set NCCL_IB_TIMEOUT=22")
         pairs.append((key.strip(), value.strip()))
-    facts = gather_facts(ctx, params, probe_by_default=True)
-    options = NcclOptions(
-        socket_ifname=socket_ifname, ib_hca=ib_hca, settings=tuple(pairs), keep_existing=not no_keep
+    generate_target(
+        ctx, "nccl", NcclOptions, params, settings=tuple(pairs), keep_existing=not no_keep
     )
-    emit(provision.generate("nccl", facts, options=options), params)
 
 
 @provision_command.command(
@@ -207,7 +155,6 @@ def nccl_command(
 @click.option("--job-name", help="Job name (default: from the script's name).")
 @click.option(
     "--torchrun",
-    "torchrun_path",
     default="torchrun",
     show_default=True,
     help="torchrun command on the nodes.",
@@ -232,52 +179,14 @@ def nccl_command(
     "snapshot's RAM, no limit).",
 )
 @click.pass_context
-def launch_command(
-    ctx: click.Context,
-    /,
-    script: str,
-    script_args: tuple[str, ...],
-    nodes: int,
-    gpus_per_node: int | None,
-    scheduler: str,
-    job_name: str | None,
-    torchrun_path: str,
-    rdzv_port: int,
-    cpus_per_task: int | None,
-    time_limit: str,
-    partition: str | None,
-    image: str,
-    namespace: str | None,
-    shm_size: str,
-    memory: str | None,
-    **params: Any,
-) -> None:
+def launch_command(ctx: click.Context, /, **params: Any) -> None:
     """How to start SCRIPT: a torchrun command, a Slurm sbatch script, or Kubeflow PyTorchJob
     and TrainJob manifests. Arguments after SCRIPT that are not dlrig options go to the script
     (`train.py --lr 3e-4`); put the script's options after `--` when dlrig has one of the same
     name."""
-    from dlrig import provision
     from dlrig.provision.launch import LaunchOptions
 
-    facts = gather_facts(ctx, params, probe_by_default=False)
-    options = LaunchOptions(
-        script=script,
-        script_args=script_args,
-        nodes=nodes,
-        gpus_per_node=gpus_per_node,
-        scheduler=scheduler,
-        job_name=job_name,
-        torchrun=torchrun_path,
-        rdzv_port=rdzv_port,
-        cpus_per_task=cpus_per_task,
-        time_limit=time_limit,
-        partition=partition,
-        image=image,
-        namespace=namespace,
-        shm_size=shm_size,
-        memory=memory,
-    )
-    emit(provision.generate("launch", facts, options=options), params)
+    generate_target(ctx, "launch", LaunchOptions, params, probe_by_default=False)
 
 
 @provision_command.command("power", epilog=EXIT_CODES)
@@ -329,38 +238,12 @@ def launch_command(
     help="Slurm SuspendTime (s).",
 )
 @click.pass_context
-def power_command(
-    ctx: click.Context,
-    /,
-    power_limit_watts: int | None,
-    gpu_indices: tuple[int, ...],
-    sleep_at: str,
-    wake_at: str,
-    nodes: tuple[str, ...],
-    bmc_suffix: str,
-    ipmi_user: str,
-    slurm_user: str,
-    suspend_time_s: int,
-    **params: Any,
-) -> None:
+def power_command(ctx: click.Context, /, **params: Any) -> None:
     """Persistence daemon and power-limit units, IPMI night sleep/wake timers, and Slurm
     power saving (SuspendProgram/ResumeProgram)."""
-    from dlrig import provision
     from dlrig.provision.power import PowerOptions
 
-    facts = gather_facts(ctx, params, probe_by_default=True)
-    options = PowerOptions(
-        power_limit_watts=power_limit_watts,
-        gpu_indices=gpu_indices,
-        sleep_at=sleep_at,
-        wake_at=wake_at,
-        nodes=nodes,
-        bmc_suffix=bmc_suffix,
-        ipmi_user=ipmi_user,
-        slurm_user=slurm_user,
-        suspend_time_s=suspend_time_s,
-    )
-    emit(provision.generate("power", facts, options=options), params)
+    generate_target(ctx, "power", PowerOptions, params)
 
 
 @provision_command.command("monitor-k8s", epilog=EXIT_CODES)
@@ -376,22 +259,8 @@ def power_command(
 @click.option("--interval", default="15s", show_default=True, help="Scrape interval.")
 @click.option("--dcgm-names", is_flag=True, help="Serve dcgm-exporter's metric names.")
 @click.pass_context
-def monitor_k8s_command(
-    ctx: click.Context,
-    /,
-    image: str,
-    namespace: str,
-    port: int,
-    interval: str,
-    dcgm_names: bool,
-    **params: Any,
-) -> None:
+def monitor_k8s_command(ctx: click.Context, /, **params: Any) -> None:
     """DaemonSet, Service and ServiceMonitor running `dlrig monitor serve` on GPU nodes."""
-    from dlrig import provision
     from dlrig.provision.k8s import MonitorK8sOptions
 
-    facts = gather_facts(ctx, params, probe_by_default=False)
-    options = MonitorK8sOptions(
-        image=image, namespace=namespace, port=port, interval=interval, dcgm_names=dcgm_names
-    )
-    emit(provision.generate("monitor-k8s", facts, options=options), params)
+    generate_target(ctx, "monitor-k8s", MonitorK8sOptions, params, probe_by_default=False)

@@ -6,11 +6,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from dlrig.cli.common import console, json_option, print_json
+from dlrig.cli.common import console, json_option, options_from, print_json
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -87,6 +90,11 @@ def fact_options(function: F) -> F:
     return function
 
 
+def packages_option(help: str) -> Callable[[F], F]:
+    """--with REQ, repeatable: another package for what env or docker sets up."""
+    return click.option("--with", "packages", multiple=True, metavar="REQ", help=help)
+
+
 def gather_facts(ctx: click.Context, params: dict[str, Any], probe_by_default: bool) -> Any:
     from dlrig import provision
 
@@ -103,6 +111,24 @@ def gather_facts(ctx: click.Context, params: dict[str, Any], probe_by_default: b
     probe = params["probe"] or (probe_by_default and nothing_stated)
     argv = tuple((ctx.obj or {}).get("argv", ())) if ctx.obj else ()
     return provision.gather(params["machine_path"], stated, probe=probe, argv=argv)
+
+
+def generate_target(
+    ctx: click.Context,
+    target: str,
+    options_type: type[DataclassInstance],
+    params: dict[str, Any],
+    *,
+    probe_by_default: bool = True,
+    **given: Any,
+) -> None:
+    """Generate `target` and write or print it: `options_type` from the subcommand's own
+    params and `given` (see `options_from`), the facts from the fact options."""
+    from dlrig import provision
+
+    options = options_from(options_type, params, **given)  # leaves the fact options in params
+    facts = gather_facts(ctx, params, probe_by_default)
+    emit(provision.generate(target, facts, options=options), params)
 
 
 def emit(bundle: Any, params: dict[str, Any]) -> None:

@@ -90,15 +90,7 @@ def for_driver(machine: Machine | None, driver_cuda: str | None) -> dict[str, st
     driver = _driver(machine)
     if installed and variant and variant != "cpu":
         needed = resolve(
-            Request(
-                compute_capabilities=_capabilities(machine),
-                driver_version=driver,
-                driver_cuda=None if driver else driver_cuda,
-                torch_version=installed,
-                torch_exact=True,
-                cuda_variant=variant,
-                **_context(machine),
-            )
+            request(machine, driver_cuda=driver_cuda, torch_exact=True, cuda_variant=variant)
         )
         if needed.driver_upgrade is not None:
             shown = f" (installed: {driver})" if driver else ""
@@ -106,15 +98,7 @@ def for_driver(machine: Machine | None, driver_cuda: str | None) -> dict[str, st
                 f"torch {installed} is built for {variant}: {needed.driver_upgrade.text()}{shown}"
             )
     if driver or driver_cuda:
-        runs = resolve(
-            Request(
-                compute_capabilities=_capabilities(machine),
-                driver_version=driver,
-                driver_cuda=None if driver else driver_cuda,
-                torch_version=installed,
-                **_context(machine),
-            )
-        )
+        runs = resolve(request(machine, driver_cuda=driver_cuda))
         if runs.install is not None and runs.driver_upgrade is None:
             level = f"driver {driver}" if driver else f"a driver for CUDA {driver_cuda}"
             out["driver_variant_advice"] = (

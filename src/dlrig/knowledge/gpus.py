@@ -12,7 +12,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from dlrig.knowledge.tables import KnowledgeError, optional_float, optional_int, rows
+from dlrig.knowledge.tables import KnowledgeError, record, rows
 
 _NOISE_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct", "habana", "intel"})
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -127,29 +127,9 @@ class Catalogue:
 
 
 def _spec(row: dict[str, str]) -> GpuSpec:
-    return GpuSpec(
-        id=row["id"],
-        vendor=row["vendor"],
-        name=row["name"],
-        aliases=tuple(a.strip() for a in row["aliases"].split(";") if a.strip()),
-        architecture=row["architecture"],
-        compute_capability=row["compute_capability"] or None,
-        memory_gb=optional_float(row["memory_gb"]),
-        nvidia_smi_memory_mib=optional_int(row["nvidia_smi_memory_mib"]),
-        memory_bandwidth_gbs=optional_float(row["memory_bandwidth_gbs"]),
-        fp32_tflops=optional_float(row["fp32_tflops"]),
-        tf32_tflops=optional_float(row["tf32_tflops"]),
-        fp16_tflops=optional_float(row["fp16_tflops"]),
-        bf16_tflops=optional_float(row["bf16_tflops"]),
-        fp8_tflops=optional_float(row["fp8_tflops"]),
-        tdp_watts=optional_float(row["tdp_watts"]),
-        nvlink_gbs=optional_float(row["nvlink_gbs"]),
-        pcie_gen=optional_int(row["pcie_gen"]),
-        pcie_lanes=optional_int(row["pcie_lanes"]),
-        form_factor=row["form_factor"],
-        source=row["source"],
-        as_of=row["as_of"],
-    )
+    # Aliases are written "a; b" in the table, so each one is stripped as well.
+    aliases = tuple(a.strip() for a in row["aliases"].split(";") if a.strip())
+    return record("gpus", GpuSpec, row, aliases=aliases)
 
 
 @functools.cache
@@ -167,14 +147,10 @@ class FamilyCapability:
 
 @functools.cache
 def _families() -> tuple[FamilyCapability, ...]:
+    table = "gpu_compute_capability"
     return tuple(
-        FamilyCapability(
-            pattern=re.compile(row["pattern"], re.I),
-            compute_capability=row["compute_capability"],
-            architecture=row["architecture"],
-            source=row["source"],
-        )
-        for row in rows("gpu_compute_capability")
+        record(table, FamilyCapability, row, pattern=re.compile(row["pattern"], re.I))
+        for row in rows(table)
     )
 
 
@@ -212,9 +188,7 @@ def alias_preferences() -> dict[frozenset[str], GpuPreference]:
     for row in rows("gpu_alias_preference"):
         if catalogue().get(row["gpu"]) is None:
             raise KnowledgeError(f"gpu_alias_preference: {row['gpu']} is not a catalogue id")
-        found[tokens(row["alias"])] = GpuPreference(
-            row["alias"], row["gpu"], row["reason"], row["source"]
-        )
+        found[tokens(row["alias"])] = record("gpu_alias_preference", GpuPreference, row)
     return found
 
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from dlrig.errors import InputError
-from dlrig.knowledge.tables import rows
+from dlrig.knowledge.tables import record, records, rows, split_list
 from dlrig.knowledge.versions import Version
 
 
@@ -32,21 +32,7 @@ class OsRelease:
 
 @functools.cache
 def os_releases() -> dict[str, OsRelease]:
-    return {
-        row["id"]: OsRelease(
-            id=row["id"],
-            name=row["name"],
-            family=row["family"],
-            id_like=row["id_like"],
-            version_id=row["version_id"],
-            codename=row["codename"],
-            cuda_repo=row["cuda_repo"],
-            container_toolkit_repo=row["container_toolkit_repo"],
-            cuda_image_os=row["cuda_image_os"],
-            source=row["source"],
-        )
-        for row in rows("provision_os_releases")
-    }
+    return {release.id: release for release in records("provision_os_releases", OsRelease)}
 
 
 _ALIASES = {
@@ -111,20 +97,7 @@ class RepoPackage:
 
 @functools.cache
 def repo_packages() -> tuple[RepoPackage, ...]:
-    return tuple(
-        RepoPackage(
-            os_release=row["os_release"],
-            component=row["component"],
-            package=row["package"],
-            version=row["version"],
-            cuda_min=Version.parse(row["cuda_min"]),
-            cuda_max=Version.parse(row["cuda_max"]),
-            branch=row["branch"],
-            notes=row["notes"],
-            source=row["source"],
-        )
-        for row in rows("provision_nvidia_packages")
-    )
+    return records("provision_nvidia_packages", RepoPackage)
 
 
 def repo_package(
@@ -166,14 +139,7 @@ class DriverPolicy:
 @functools.cache
 def driver_policies() -> dict[str, DriverPolicy]:
     return {
-        row["architecture"]: DriverPolicy(
-            architecture=row["architecture"],
-            kernel_modules=row["kernel_modules"],
-            open_supported=row["open_supported"],
-            last_branch=row["last_branch"] or None,
-            source=row["source"],
-        )
-        for row in rows("provision_driver_policy")
+        policy.architecture: policy for policy in records("provision_driver_policy", DriverPolicy)
     }
 
 
@@ -202,17 +168,7 @@ def cuda_images() -> tuple[CudaImage, ...]:
         version = Version.parse(row["cuda_version"])
         if version is None:
             continue
-        result.append(
-            CudaImage(
-                cuda_version=version,
-                os=row["os"],
-                cudnn=row["cudnn"],
-                flavors=tuple(f for f in row["flavors"].split(";") if f),
-                status=row["status"],
-                driver_branch=row["driver_branch"],
-                source=row["source"],
-            )
-        )
+        result.append(record("provision_cuda_images", CudaImage, row, cuda_version=version))
     return tuple(result)
 
 
@@ -233,16 +189,15 @@ class NcclVariable:
 
 @functools.cache
 def nccl_variables() -> dict[str, NcclVariable]:
+    table = "provision_nccl_variables"
     return {
-        row["name"]: NcclVariable(
-            name=row["name"],
-            category=row["category"],
-            refused_values=tuple(v.upper() for v in row["refused_values"].split(";") if v),
-            reason=row["reason"],
-            source=row["source"],
-            kept_instead=row["kept_instead"],
+        row["name"]: record(
+            table,
+            NcclVariable,
+            row,
+            refused_values=tuple(v.upper() for v in split_list(row["refused_values"])),
         )
-        for row in rows("provision_nccl_variables")
+        for row in rows(table)
     }
 
 
@@ -258,17 +213,7 @@ class PowerLimitCost:
 
 @functools.cache
 def power_limit_costs() -> tuple[PowerLimitCost, ...]:
-    return tuple(
-        PowerLimitCost(
-            gpu=row["gpu"],
-            default_watts=float(row["default_watts"]),
-            limited_watts=float(row["limited_watts"]),
-            workload=row["workload"],
-            performance_kept_percent=float(row["performance_kept_percent"]),
-            source=row["source"],
-        )
-        for row in rows("provision_power_limits")
-    )
+    return records("provision_power_limits", PowerLimitCost)
 
 
 @functools.cache
@@ -297,17 +242,11 @@ class ImagePython:
 
 @functools.cache
 def image_pythons() -> tuple[ImagePython, ...]:
+    # `packages` is space-separated in this table, as the package manager takes it.
+    table = "provision_image_python"
     return tuple(
-        ImagePython(
-            image_os=row["image_os"],
-            python=row["python"],
-            packages=tuple(row["packages"].split()),
-            source=row["source"],
-            interpreter=row["interpreter"],
-            package_manager=row["package_manager"],
-            os_image=row["os_image"],
-        )
-        for row in rows("provision_image_python")
+        record(table, ImagePython, row, packages=tuple(row["packages"].split()))
+        for row in rows(table)
     )
 
 
@@ -322,9 +261,4 @@ class PowerRange:
 @functools.cache
 def power_ranges() -> dict[str, PowerRange]:
     """The power-limit range nvidia-smi reports per catalogue GPU (`nvidia-smi -q -d POWER`)."""
-    return {
-        row["gpu"]: PowerRange(
-            row["gpu"], float(row["min_watts"]), float(row["max_watts"]), row["source"]
-        )
-        for row in rows("provision_gpu_power_range")
-    }
+    return {entry.gpu: entry for entry in records("provision_gpu_power_range", PowerRange)}

@@ -14,13 +14,15 @@ import json
 import os
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dlrig.errors import InputError
 from dlrig.inputs import call_factory, load_factory
+
+T = TypeVar("T")
 
 # torchvision's ImageFolder accepts these (torchvision/datasets/folder.py, IMG_EXTENSIONS);
 # other data (audio, video, arrays) is packed with `--extensions`.
@@ -308,39 +310,28 @@ def _factory(target: str) -> Source:
     if length == 0:
         raise InputError(f"{target}: the Dataset is empty", fix="return a Dataset with samples")
     # Labels come with each sample; the listing's labels are placeholders until it is read.
-    return Source("factory", target, _Numbers(length), _Zeros(length), dataset=dataset)
+    return Source(
+        "factory", target, _Computed(length, str), _Computed(length, lambda _: 0), dataset=dataset
+    )
 
 
-class _Numbers(Sequence[str]):
-    """Sample names "0", "1", … without a list of a million strings."""
+class _Computed(Sequence[T]):
+    """`length` items made from their index ("0", "1", … or 0, 0, …) without a list of a
+    million of them."""
 
-    def __init__(self, length: int) -> None:
+    def __init__(self, length: int, item: Callable[[int], T]) -> None:
         self.length = length
+        self.item = item
 
     def __len__(self) -> int:
         return self.length
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
-            return [str(i) for i in range(*index.indices(self.length))]
+            return [self.item(i) for i in range(*index.indices(self.length))]
         if not -self.length <= index < self.length:
             raise IndexError(index)
-        return str(index % self.length)
-
-
-class _Zeros(Sequence[int]):
-    def __init__(self, length: int) -> None:
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [0] * len(range(*index.indices(self.length)))
-        if not -self.length <= index < self.length:
-            raise IndexError(index)
-        return 0
+        return self.item(index % self.length)
 
 
 def mean_size_bytes(source: Source, probes: int = 256, seed: int = 0) -> float:

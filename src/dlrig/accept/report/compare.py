@@ -190,30 +190,24 @@ def _verdicts(old: Sequence[Verdict], new: Sequence[Verdict]) -> list[dict[str, 
 
     before, after = failing(old), failing(new)
     judged_before = {(v.id, v.gpu) for v in old}
-    found = []
-    for key, verdict in after.items():
-        if key not in before and key in judged_before:
-            found.append(
-                {
-                    "area": "verdict",
-                    "what": verdict.title,
-                    "old": "passed",
-                    "new": "fails",
-                    "direction": "worse",
-                }
-            )
     judged_now = {(v.id, v.gpu) for v in new}
-    for key, verdict in before.items():
-        if key not in after and key in judged_now:
-            found.append(
-                {
-                    "area": "verdict",
-                    "what": verdict.title,
-                    "old": "failed",
-                    "new": "passes",
-                    "direction": "better",
-                }
-            )
+    found = []
+    # A verdict that fails in one report, was judged in the other and did not fail there.
+    for failed, other, judged_other, old_word, new_word, direction in (
+        (after, before, judged_before, "passed", "fails", "worse"),
+        (before, after, judged_now, "failed", "passes", "better"),
+    ):
+        for key, verdict in failed.items():
+            if key not in other and key in judged_other:
+                found.append(
+                    {
+                        "area": "verdict",
+                        "what": verdict.title,
+                        "old": old_word,
+                        "new": new_word,
+                        "direction": direction,
+                    }
+                )
     return found
 
 
