@@ -70,7 +70,9 @@ def _wait_until(predicate, timeout: float = 10.0):
 
 def test_gpu_that_disappears_is_reported_down_and_the_rest_keep_flowing(faulty_exporter) -> None:
     faulty, _, url = faulty_exporter
-    assert _gpu_values(_scrape(url), "dlrig_gpu_up") == {"0": 1, "1": 1, "2": 1, "3": 1}
+    # The page is updated by a listener of the first sample: wait for it, not for the sample.
+    everyone = {"0": 1, "1": 1, "2": 1, "3": 1}
+    _wait_until(lambda: _gpu_values(_scrape(url), "dlrig_gpu_up") == everyone)
     faulty.lost.add(2)
     values = _wait_until(
         lambda: (v := _scrape(url)) and _gpu_values(v, "dlrig_gpu_up")["2"] == 0 and v

@@ -1,5 +1,5 @@
 """Generated Kubernetes manifests validate: custom resources against their operators' CRD
-schemas (Kubeflow's from shared/data/schemas, the Prometheus Operator's from
+schemas (Kubeflow's and the Prometheus Operator's, in
 tests/data/schemas), built-in kinds with kubernetes-validate (Kubernetes' own schemas)."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from dlrig import provision
 from dlrig.provision.launch import LaunchOptions
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED_SCHEMAS = ROOT.parent / "shared" / "data" / "schemas"
 OUR_SCHEMAS = ROOT / "tests" / "data" / "schemas"
 
 
@@ -66,7 +65,7 @@ def test_pytorchjob_and_trainjob_validate_against_the_kubeflow_crds(nodes):
         options=LaunchOptions(script="train.py", nodes=nodes, scheduler="kubeflow"),
     )
     job = yaml.safe_load(bundle.file("pytorchjob.yaml").content)
-    validate(job, SHARED_SCHEMAS / "kubeflow.org_pytorchjobs.yaml")
+    validate(job, OUR_SCHEMAS / "kubeflow.org_pytorchjobs.yaml")
     specs = job["spec"]["pytorchReplicaSpecs"]
     assert job["spec"]["nprocPerNode"] == "8"  # a string, and explicit: WORLD_SIZE = replicas x 8
     assert ("Worker" in specs) is (nodes > 1)  # replicas: 0 would still make a pod
@@ -81,7 +80,7 @@ def test_pytorchjob_and_trainjob_validate_against_the_kubeflow_crds(nodes):
         assert pod["volumes"][0]["emptyDir"]["medium"] == "Memory"
         assert container["volumeMounts"][0]["mountPath"] == "/dev/shm"
     train = yaml.safe_load(bundle.file("trainjob.yaml").content)
-    validate(train, SHARED_SCHEMAS / "trainer.kubeflow.org_trainjobs.yaml")
+    validate(train, OUR_SCHEMAS / "trainer.kubeflow.org_trainjobs.yaml")
     assert (
         train["spec"]["trainer"]["numNodes"] == nodes
         and train["spec"]["trainer"]["numProcPerNode"] == 8
@@ -95,7 +94,7 @@ def test_a_broken_job_is_rejected_by_the_same_check():
     job = yaml.safe_load(bundle.file("pytorchjob.yaml").content)
     job["spec"]["nprocPerNode"] = 8  # the CRD wants a string
     with pytest.raises(jsonschema.ValidationError):
-        validate(job, SHARED_SCHEMAS / "kubeflow.org_pytorchjobs.yaml")
+        validate(job, OUR_SCHEMAS / "kubeflow.org_pytorchjobs.yaml")
 
 
 def test_monitor_daemonset_service_and_servicemonitor_validate(tmp_path):
