@@ -15,6 +15,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# fit and plan keep traced steps in the user's cache (dlrig.fit.cache): tests trace afresh and
+# leave nothing in ~/.cache, except tests/cli/test_fit_cache.py, which turns it on in a tmp dir.
+os.environ["DLRIG_NO_CACHE"] = "1"
 FIXTURES = ROOT / "tests" / "fixtures"
 NVSMI = FIXTURES / "nvidia-smi"
 CORPUS = ROOT / "tests" / "corpus"

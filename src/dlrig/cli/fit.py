@@ -183,11 +183,14 @@ def fit_command(**params: Any) -> None:
     gpu, analytic = options.gpu, options.analytic
     machine = _this_machine() if gpu is None else None
     err = console(stderr=True)
-    if as_json or not err.is_terminal or analytic:
-        result = fit.estimate(options, machine=machine)
-    else:
-        with err.status(f"tracing a training step of {model} on fake tensors…"):
+    from dlrig.fit.cache import user_cache
+
+    with user_cache():
+        if as_json or not err.is_terminal or analytic:
             result = fit.estimate(options, machine=machine)
+        else:
+            with err.status(f"tracing a training step of {model} on fake tensors…"):
+                result = fit.estimate(options, machine=machine)
     if as_json:
         print_json(result.to_dict())
     else:

@@ -157,11 +157,14 @@ def workloads_command(
     }
     parsed, constraints, inputs = request(workloads, options, assume)
     err = console(stderr=True)
-    if as_json or not err.is_terminal:
-        result = plan(parsed, constraints, inputs)
-    else:
-        with err.status(f"tracing {len(parsed)} workload(s) once, then every GPU and count…"):
+    from dlrig.fit.cache import user_cache
+
+    with user_cache():  # a plan asked again (another budget) does not trace again
+        if as_json or not err.is_terminal:
             result = plan(parsed, constraints, inputs)
+        else:
+            with err.status(f"tracing {len(parsed)} workload(s) once, then every GPU and count…"):
+                result = plan(parsed, constraints, inputs)
     written = []
     if out_dir:
         import json

@@ -136,25 +136,15 @@ def collect(
             hostname=socket.gethostname(),
             detail=f"probed in {time.monotonic() - started:.2f} s",
         ),
-        os=results.get("os"),
-        cpu=results.get("cpu"),
-        memory=results.get("memory"),
-        shm=results.get("shm"),
-        mounts=results.get("mounts"),
-        network=results.get("network"),
         firewall=firewall,
-        containers=results.get("containers"),
         driver=driver,
         gpus=gpus,
         topology=topology,
-        cuda_toolkit=results.get("cuda_toolkit"),
-        cudnn_system_libraries=results.get("cudnn_system_libraries"),
-        nccl=results.get("nccl"),
-        frameworks=results.get("frameworks"),
         kernel_log=kernel_log,
-        limits=results.get("limits"),
         env=host.relevant_env(dict(ctx.env)),
         probe_issues=tuple(sorted(issues, key=lambda i: i.source)),
+        # What is left are the sections a source returns as they are (a failed one stays None).
+        **results,
     )
 
 

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from dlrig.units import human_seconds
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -113,10 +115,7 @@ class RunLog:
 
 
 def format_seconds(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
+    """Like `human_seconds` up to two minutes; a clock time (HH:MM:SS) above."""
     if seconds < 120:
-        return f"{seconds:.1f} s"
+        return human_seconds(seconds)
     return time.strftime("%H:%M:%S", time.gmtime(seconds))

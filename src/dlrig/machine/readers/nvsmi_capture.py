@@ -92,6 +92,17 @@ def states(sections: list[Section]) -> list[str]:
     return seen
 
 
+# Gpu fields the --query-gpu CSV lacks and the -q text of the same moment has.
+_FROM_TEXT = (
+    "mig_devices",
+    "processes",
+    "temperature_slowdown_c",
+    "pcie_tx_bytes_per_second",
+    "pcie_rx_bytes_per_second",
+    "pcie_replay_errors",
+)
+
+
 def gpus_for_state(sections: list[Section], state: str) -> tuple[Gpu, ...]:
     """The GPUs as the capture saw them in one state, with MIG devices and processes."""
     query = _find(sections, state, "query-gpu")
@@ -105,16 +116,7 @@ def gpus_for_state(sections: list[Section], state: str) -> tuple[Gpu, ...]:
         for i, gpu in enumerate(gpus):
             extra = by_bus.get(gpu.pci_bus_id)
             if extra is not None:
-                # The CSV lacks these; the -q text of the same moment has them.
-                gpus[i] = replace(
-                    gpu,
-                    mig_devices=extra.mig_devices,
-                    processes=extra.processes,
-                    temperature_slowdown_c=extra.temperature_slowdown_c,
-                    pcie_tx_bytes_per_second=extra.pcie_tx_bytes_per_second,
-                    pcie_rx_bytes_per_second=extra.pcie_rx_bytes_per_second,
-                    pcie_replay_errors=extra.pcie_replay_errors,
-                )
+                gpus[i] = replace(gpu, **{name: getattr(extra, name) for name in _FROM_TEXT})
     apps = _find(sections, state, "query-compute-apps")
     if apps is not None:
         by_gpu = nvsmi_csv.processes_by_gpu(apps.body)

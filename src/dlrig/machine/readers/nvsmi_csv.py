@@ -17,11 +17,10 @@ from dlrig.machine.model import (
     GpuProcess,
     Machine,
     Origin,
-    PcieLink,
     RemappedRows,
     RetiredPages,
 )
-from dlrig.machine.readers import values
+from dlrig.machine.readers import fields, values
 from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
 
 _UNIT_IN_HEADER = re.compile(r"\s*\[([^\]]+)\]\s*$")
@@ -68,71 +67,80 @@ def _reasons(row: dict[str, str]) -> tuple[str, ...] | None:
     return tuple(active) if seen else None
 
 
+# The --query-gpu field of each one-value Gpu field (fields.GPU says how its text is read).
+_GPU_COLUMNS = {
+    "uuid": "uuid",
+    "pci_bus_id": "pci.bus_id",
+    "serial": "serial",
+    "vbios_version": "vbios_version",
+    "memory_total_bytes": "memory.total",
+    "memory_used_bytes": "memory.used",
+    "compute_capability": "compute_cap",
+    "persistence_mode": "persistence_mode",
+    "performance_state": "pstate",
+    "power_default_limit_watts": "power.default_limit",
+    "temperature_c": "temperature.gpu",
+    "ecc_mode_enabled": "ecc.mode.current",
+    "ecc_mode_pending": "ecc.mode.pending",
+    "mig_mode_enabled": "mig.mode.current",
+    "utilization_gpu_percent": "utilization.gpu",
+    "utilization_memory_percent": "utilization.memory",
+    "sm_clock_max_mhz": "clocks.max.sm",
+    "memory_clock_max_mhz": "clocks.max.memory",
+    "fan_speed_percent": "fan.speed",
+    "memory_temperature_c": "temperature.memory",
+}
+# Fields named differently by some drivers: the first of these that has a value.
+_GPU_COLUMN_CHOICES = {
+    "power_draw_watts": ("power.draw", "power.draw.average"),
+    "power_limit_watts": ("power.limit", "enforced.power.limit"),
+    "sm_clock_mhz": ("clocks.current.sm", "clocks.sm"),
+    "memory_clock_mhz": ("clocks.current.memory", "clocks.mem"),
+}
+_PCIE_COLUMNS = {
+    "gen_current": "pcie.link.gen.current",
+    "width_current": "pcie.link.width.current",
+    "width_max": "pcie.link.width.max",
+}
+_PCIE_GEN_MAXIMA = ("pcie.link.gen.max", "pcie.link.gen.hostmax", "pcie.link.gen.gpumax")
+_ECC_COLUMNS = {
+    "volatile_corrected": "ecc.errors.corrected.volatile.total",
+    "volatile_uncorrected": "ecc.errors.uncorrected.volatile.total",
+    "aggregate_corrected": "ecc.errors.corrected.aggregate.total",
+    "aggregate_uncorrected": "ecc.errors.uncorrected.aggregate.total",
+}
+_RETIRED_COLUMNS = {
+    "single_bit": "retired_pages.single_bit_ecc.count",
+    "double_bit": "retired_pages.double_bit.count",
+    "pending": "retired_pages.pending",
+}
+_REMAPPED_COLUMNS = {
+    "correctable": "remapped_rows.correctable",
+    "uncorrectable": "remapped_rows.uncorrectable",
+    "pending": "remapped_rows.pending",
+    "failure": "remapped_rows.failure",
+}
+
+
 def gpu_from_row(position: int, row: dict[str, str]) -> Gpu:
     name = values.text(row.get("name")) or "unknown NVIDIA GPU"
     index = values.integer(row.get("index"))
-    gens = [
-        g
-        for g in (
-            values.integer(row.get("pcie.link.gen.max")),
-            values.integer(row.get("pcie.link.gen.hostmax")),
-            values.integer(row.get("pcie.link.gen.gpumax")),
-        )
-        if g is not None
-    ]
     return Gpu(
         index=index if index is not None else position,
         name=name,
-        uuid=values.text(row.get("uuid")),
-        pci_bus_id=values.text(row.get("pci.bus_id")),
         catalogue_id=catalogue_id_for(name),
-        serial=values.text(row.get("serial")),
-        vbios_version=values.text(row.get("vbios_version")),
-        memory_total_bytes=values.size_bytes(row.get("memory.total")),
-        memory_used_bytes=values.size_bytes(row.get("memory.used")),
-        compute_capability=values.text(row.get("compute_cap")),
-        pcie=PcieLink(
-            gen_current=values.integer(row.get("pcie.link.gen.current")),
-            gen_max=min(gens) if gens else None,
-            width_current=values.link_width(row.get("pcie.link.width.current")),
-            width_max=values.link_width(row.get("pcie.link.width.max")),
-        ),
-        persistence_mode=values.flag(row.get("persistence_mode")),
-        performance_state=values.text(row.get("pstate")),
-        power_draw_watts=values.number(row.get("power.draw") or row.get("power.draw.average")),
-        power_limit_watts=values.number(row.get("power.limit") or row.get("enforced.power.limit")),
-        power_default_limit_watts=values.number(row.get("power.default_limit")),
-        temperature_c=values.number(row.get("temperature.gpu")),
+        pcie=fields.pcie_link(_PCIE_COLUMNS, _PCIE_GEN_MAXIMA, row.get),
         clocks_event_reasons=_reasons(row),
-        ecc_mode_enabled=values.flag(row.get("ecc.mode.current")),
-        ecc_mode_pending=values.flag(row.get("ecc.mode.pending")),
-        ecc_errors=EccCounts(
-            volatile_corrected=values.integer(row.get("ecc.errors.corrected.volatile.total")),
-            volatile_uncorrected=values.integer(row.get("ecc.errors.uncorrected.volatile.total")),
-            aggregate_corrected=values.integer(row.get("ecc.errors.corrected.aggregate.total")),
-            aggregate_uncorrected=values.integer(row.get("ecc.errors.uncorrected.aggregate.total")),
-        ),
-        retired_pages=RetiredPages(
-            single_bit=values.integer(row.get("retired_pages.single_bit_ecc.count")),
-            double_bit=values.integer(row.get("retired_pages.double_bit.count")),
-            pending=values.flag(row.get("retired_pages.pending")),
-        ),
-        remapped_rows=RemappedRows(
-            correctable=values.integer(row.get("remapped_rows.correctable")),
-            uncorrectable=values.integer(row.get("remapped_rows.uncorrectable")),
-            pending=values.flag(row.get("remapped_rows.pending")),
-            failure=values.flag(row.get("remapped_rows.failure")),
-        ),
-        mig_mode_enabled=values.flag(row.get("mig.mode.current")),
-        utilization_gpu_percent=values.number(row.get("utilization.gpu")),
-        utilization_memory_percent=values.number(row.get("utilization.memory")),
-        sm_clock_mhz=values.integer(row.get("clocks.current.sm") or row.get("clocks.sm")),
-        sm_clock_max_mhz=values.integer(row.get("clocks.max.sm")),
-        memory_clock_mhz=values.integer(row.get("clocks.current.memory") or row.get("clocks.mem")),
-        memory_clock_max_mhz=values.integer(row.get("clocks.max.memory")),
-        fan_speed_percent=values.number(row.get("fan.speed")),
-        memory_temperature_c=values.number(row.get("temperature.memory")),
+        ecc_errors=EccCounts(**fields.read(fields.ECC, _ECC_COLUMNS, row.get)),
+        retired_pages=RetiredPages(**fields.read(fields.RETIRED, _RETIRED_COLUMNS, row.get)),
+        remapped_rows=RemappedRows(**fields.read(fields.REMAPPED, _REMAPPED_COLUMNS, row.get)),
+        **fields.read(fields.GPU, _GPU_COLUMNS, row.get),
+        **fields.read(fields.GPU, _GPU_COLUMN_CHOICES, fields.first_found(row.get)),
     )
+
+
+# `--query-compute-apps` lists compute processes only, so the kind is always "C".
+_PROCESS_COLUMNS = {"name": "process_name", "used_memory_bytes": "used_gpu_memory"}
 
 
 def processes_by_gpu(text: str) -> dict[str, tuple[GpuProcess, ...]]:
@@ -146,9 +154,8 @@ def processes_by_gpu(text: str) -> dict[str, tuple[GpuProcess, ...]]:
         grouped.setdefault(key, []).append(
             GpuProcess(
                 pid=pid,
-                name=values.text(row.get("process_name")),
                 kind="C",
-                used_memory_bytes=values.size_bytes(row.get("used_gpu_memory")),
+                **fields.read(fields.PROCESS, _PROCESS_COLUMNS, row.get),
             )
         )
     return {key: tuple(procs) for key, procs in grouped.items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from dlrig.machine.model import (
     Driver,
@@ -17,11 +18,10 @@ from dlrig.machine.model import (
     Machine,
     MigDevice,
     Origin,
-    PcieLink,
     RemappedRows,
     RetiredPages,
 )
-from dlrig.machine.readers import values
+from dlrig.machine.readers import fields, values
 from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
 
 # nvidia-smi pads every label before its colon ("Bus Id      : 00000000:83:00.0"), so a colon
@@ -46,6 +46,10 @@ class Node:
     def get(self, *path: str) -> str | None:
         node = self.child(*path)
         return None if node is None else node.value
+
+    def at(self, path: tuple[str, ...]) -> str | None:
+        """`get` with the labels as one tuple (how the field tables name them)."""
+        return self.get(*path)
 
     def all(self, label: str) -> list[Node]:
         return [c for c in self.children if c.label.lower() == label.lower()]
@@ -136,6 +140,16 @@ def _ecc(gpu: Node) -> EccCounts:
     )
 
 
+def _under(
+    node: Node | None, readers: dict[str, fields.Read], labels: dict[str, str]
+) -> dict[str, Any]:
+    """The fields read from labels right under `node`; all None when the section is absent."""
+    return fields.read(readers, labels, lambda label: node.get(label) if node else None)
+
+
+_PROCESS_LABELS = {"name": "Name", "kind": "Type", "used_memory_bytes": "Used GPU Memory"}
+
+
 def _processes(gpu: Node) -> tuple[GpuProcess, ...] | None:
     node = gpu.child("Processes")
     if node is None:
@@ -145,15 +159,16 @@ def _processes(gpu: Node) -> tuple[GpuProcess, ...] | None:
         pid = values.integer(proc.value)
         if pid is None:
             continue
-        found.append(
-            GpuProcess(
-                pid=pid,
-                name=values.text(proc.get("Name")),
-                kind=values.text(proc.get("Type")),
-                used_memory_bytes=values.size_bytes(proc.get("Used GPU Memory")),
-            )
-        )
+        found.append(GpuProcess(pid=pid, **_under(proc, fields.PROCESS, _PROCESS_LABELS)))
     return tuple(found)
+
+
+_MIG_LABELS = {
+    "gpu_instance_id": ("GPU Instance ID",),
+    "sm_count": ("Device Attributes", "Shared", "Multiprocessor count"),
+}
+# Under "Shared FB Memory Usage" ("FB Memory Usage" on older drivers).
+_MIG_MEMORY_LABELS = {"memory_total_bytes": "Total", "memory_used_bytes": "Used"}
 
 
 def _mig(gpu: Node) -> tuple[MigDevice, ...]:
@@ -164,86 +179,96 @@ def _mig(gpu: Node) -> tuple[MigDevice, ...]:
         devices.append(
             MigDevice(
                 index=index if index is not None else len(devices),
-                gpu_instance_id=values.integer(node.get("GPU Instance ID")),
-                memory_total_bytes=values.size_bytes(memory.get("Total")) if memory else None,
-                memory_used_bytes=values.size_bytes(memory.get("Used")) if memory else None,
-                sm_count=values.integer(
-                    node.get("Device Attributes", "Shared", "Multiprocessor count")
-                ),
+                **fields.read(fields.MIG_DEVICE, _MIG_LABELS, node.at),
+                **_under(memory, fields.MIG_DEVICE, _MIG_MEMORY_LABELS),
             )
         )
     return tuple(devices)
 
 
+# The label path under a GPU's section of each one-value Gpu field (fields.GPU says how its
+# text is read).
+_GPU_LABELS = {
+    "uuid": ("GPU UUID",),
+    "serial": ("Serial Number",),
+    "vbios_version": ("VBIOS Version",),
+    "memory_total_bytes": ("FB Memory Usage", "Total"),
+    "memory_used_bytes": ("FB Memory Usage", "Used"),
+    "persistence_mode": ("Persistence Mode",),
+    "performance_state": ("Performance State",),
+    "temperature_c": ("Temperature", "GPU Current Temp"),
+    "ecc_mode_enabled": ("ECC Mode", "Current"),
+    "ecc_mode_pending": ("ECC Mode", "Pending"),
+    "mig_mode_enabled": ("MIG Mode", "Current"),
+    "utilization_gpu_percent": ("Utilization", "GPU"),
+    "utilization_memory_percent": ("Utilization", "Memory"),
+    "sm_clock_mhz": ("Clocks", "SM"),
+    "sm_clock_max_mhz": ("Max Clocks", "SM"),
+    "memory_clock_mhz": ("Clocks", "Memory"),
+    "memory_clock_max_mhz": ("Max Clocks", "Memory"),
+    "fan_speed_percent": ("Fan Speed",),
+    "memory_temperature_c": ("Temperature", "Memory Current Temp"),
+    "pcie_tx_bytes_per_second": ("PCI", "Tx Throughput"),
+    "pcie_rx_bytes_per_second": ("PCI", "Rx Throughput"),
+    "pcie_replay_errors": ("PCI", "Replays Since Reset"),
+}
+_PCIE_LABELS = {
+    "gen_current": ("PCIe Generation", "Current"),
+    "width_current": ("Link Width", "Current"),
+    "width_max": ("Link Width", "Max"),
+}
+_PCIE_GEN_MAXIMA = (
+    ("PCIe Generation", "Max"),
+    ("PCIe Generation", "Device Max"),
+    ("PCIe Generation", "Host Max"),
+)
+# Under "GPU Power Readings" ("Power Readings" on older drivers): the first label with a value.
+_POWER_LABELS = {
+    "power_draw_watts": ("Power Draw", "Average Power Draw"),
+    "power_limit_watts": ("Current Power Limit", "Power Limit"),
+    "power_default_limit_watts": ("Default Power Limit",),
+}
+_RETIRED_LABELS = {
+    "single_bit": "Single Bit ECC",
+    "double_bit": "Double Bit ECC",
+    "pending": "Pending Page Blacklist",
+}
+_REMAPPED_LABELS = {
+    "correctable": "Correctable Error",
+    "uncorrectable": "Uncorrectable Error",
+    "pending": "Pending",
+    "failure": "Remapping Failure Occurred",
+}
+
+
 def gpu_from_node(index: int, gpu: Node) -> Gpu:
     name = values.text(gpu.get("Product Name")) or "unknown NVIDIA GPU"
     link = gpu.child("PCI", "GPU Link Info")
-    gen_candidates = []
-    if link is not None:
-        for label in ("Max", "Device Max", "Host Max"):
-            gen = values.integer(link.get("PCIe Generation", label))
-            if gen is not None:
-                gen_candidates.append(gen)
     power = gpu.child("GPU Power Readings") or gpu.child("Power Readings")
-    remap = gpu.child("Remapped Rows")
-    retired = gpu.child("Retired Pages")
     return Gpu(
         index=index,
         name=name,
-        uuid=values.text(gpu.get("GPU UUID")),
         pci_bus_id=values.text(gpu.get("PCI", "Bus Id")) or gpu.label.removeprefix("GPU ").strip(),
         catalogue_id=catalogue_id_for(name),
-        serial=values.text(gpu.get("Serial Number")),
-        vbios_version=values.text(gpu.get("VBIOS Version")),
-        memory_total_bytes=values.size_bytes(gpu.get("FB Memory Usage", "Total")),
-        memory_used_bytes=values.size_bytes(gpu.get("FB Memory Usage", "Used")),
-        pcie=PcieLink(
-            gen_current=values.integer(link.get("PCIe Generation", "Current")) if link else None,
-            gen_max=min(gen_candidates) if gen_candidates else None,
-            width_current=values.link_width(link.get("Link Width", "Current")) if link else None,
-            width_max=values.link_width(link.get("Link Width", "Max")) if link else None,
+        pcie=fields.pcie_link(
+            _PCIE_LABELS, _PCIE_GEN_MAXIMA, lambda path: link.get(*path) if link else None
         ),
-        persistence_mode=values.flag(gpu.get("Persistence Mode")),
-        performance_state=values.text(gpu.get("Performance State")),
-        power_draw_watts=values.number(
-            (power.get("Power Draw") or power.get("Average Power Draw")) if power else None
-        ),
-        power_limit_watts=values.number(
-            (power.get("Current Power Limit") or power.get("Power Limit")) if power else None
-        ),
-        power_default_limit_watts=values.number(
-            power.get("Default Power Limit") if power else None
-        ),
-        temperature_c=values.number(gpu.get("Temperature", "GPU Current Temp")),
         clocks_event_reasons=_clock_reasons(gpu),
-        ecc_mode_enabled=values.flag(gpu.get("ECC Mode", "Current")),
-        ecc_mode_pending=values.flag(gpu.get("ECC Mode", "Pending")),
         ecc_errors=_ecc(gpu),
         retired_pages=RetiredPages(
-            single_bit=values.integer(retired.get("Single Bit ECC")) if retired else None,
-            double_bit=values.integer(retired.get("Double Bit ECC")) if retired else None,
-            pending=values.flag(retired.get("Pending Page Blacklist")) if retired else None,
+            **_under(gpu.child("Retired Pages"), fields.RETIRED, _RETIRED_LABELS)
         ),
         remapped_rows=RemappedRows(
-            correctable=values.integer(remap.get("Correctable Error")) if remap else None,
-            uncorrectable=values.integer(remap.get("Uncorrectable Error")) if remap else None,
-            pending=values.flag(remap.get("Pending")) if remap else None,
-            failure=values.flag(remap.get("Remapping Failure Occurred")) if remap else None,
+            **_under(gpu.child("Remapped Rows"), fields.REMAPPED, _REMAPPED_LABELS)
         ),
-        mig_mode_enabled=values.flag(gpu.get("MIG Mode", "Current")),
         mig_devices=_mig(gpu),
-        utilization_gpu_percent=values.number(gpu.get("Utilization", "GPU")),
-        utilization_memory_percent=values.number(gpu.get("Utilization", "Memory")),
-        sm_clock_mhz=values.integer(gpu.get("Clocks", "SM")),
-        sm_clock_max_mhz=values.integer(gpu.get("Max Clocks", "SM")),
         processes=_processes(gpu),
-        memory_clock_mhz=values.integer(gpu.get("Clocks", "Memory")),
-        memory_clock_max_mhz=values.integer(gpu.get("Max Clocks", "Memory")),
-        fan_speed_percent=values.number(gpu.get("Fan Speed")),
-        memory_temperature_c=values.number(gpu.get("Temperature", "Memory Current Temp")),
-        pcie_tx_bytes_per_second=values.byte_rate(gpu.get("PCI", "Tx Throughput")),
-        pcie_rx_bytes_per_second=values.byte_rate(gpu.get("PCI", "Rx Throughput")),
-        pcie_replay_errors=values.integer(gpu.get("PCI", "Replays Since Reset")),
+        **fields.read(fields.GPU, _GPU_LABELS, gpu.at),
+        **fields.read(
+            fields.GPU,
+            _POWER_LABELS,
+            fields.first_found(lambda label: power.get(label) if power else None),
+        ),
     )
 
 

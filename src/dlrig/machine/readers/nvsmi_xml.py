@@ -9,6 +9,7 @@ accepts all of them and maps missing or N/A values to None.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from functools import partial
 
 from dlrig.machine.model import (
     Driver,
@@ -23,7 +24,7 @@ from dlrig.machine.model import (
     RemappedRows,
     RetiredPages,
 )
-from dlrig.machine.readers import values
+from dlrig.machine.readers import fields, values
 from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
 
 
@@ -80,6 +81,12 @@ def _ecc(gpu: ET.Element) -> EccCounts:
     )
 
 
+_RETIRED_PATHS = {
+    "single_bit": "multiple_single_bit_retirement/retired_count",
+    "double_bit": "double_bit_retirement/retired_count",
+}
+
+
 def _retired(gpu: ET.Element) -> RetiredPages:
     node = gpu.find("retired_pages")
     if node is None:
@@ -87,22 +94,24 @@ def _retired(gpu: ET.Element) -> RetiredPages:
     pending = values.flag(_find(node, "pending_retirement"))
     blacklist = values.flag(_find(node, "pending_blacklist"))
     return RetiredPages(
-        single_bit=values.integer(_find(node, "multiple_single_bit_retirement/retired_count")),
-        double_bit=values.integer(_find(node, "double_bit_retirement/retired_count")),
         pending=None if pending is None and blacklist is None else bool(pending or blacklist),
+        **fields.read(fields.RETIRED, _RETIRED_PATHS, partial(_find, node)),
     )
+
+
+_REMAPPED_PATHS = {
+    "correctable": "remapped_row_corr",
+    "uncorrectable": "remapped_row_unc",
+    "pending": "remapped_row_pending",
+    "failure": "remapped_row_failure",
+}
 
 
 def _remapped(gpu: ET.Element) -> RemappedRows:
     node = gpu.find("remapped_rows")
     if node is None or len(node) == 0:
         return RemappedRows()
-    return RemappedRows(
-        correctable=values.integer(_find(node, "remapped_row_corr")),
-        uncorrectable=values.integer(_find(node, "remapped_row_unc")),
-        pending=values.flag(_find(node, "remapped_row_pending")),
-        failure=values.flag(_find(node, "remapped_row_failure")),
-    )
+    return RemappedRows(**fields.read(fields.REMAPPED, _REMAPPED_PATHS, partial(_find, node)))
 
 
 def _clock_reasons(gpu: ET.Element) -> tuple[str, ...] | None:
@@ -125,23 +134,31 @@ def _clock_reasons(gpu: ET.Element) -> tuple[str, ...] | None:
     return tuple(active) if seen_any else None
 
 
+_PCIE_PATHS = {
+    "gen_current": "pcie_gen/current_link_gen",
+    "width_current": "link_widths/current_link_width",
+    "width_max": "link_widths/max_link_width",
+}
+_PCIE_GEN_MAXIMA = (
+    "pcie_gen/max_link_gen",
+    "pcie_gen/max_host_link_gen",
+    "pcie_gen/max_device_link_gen",
+)
+
+
 def _pcie(gpu: ET.Element) -> PcieLink:
     link = gpu.find("pci/pci_gpu_link_info")
     if link is None:
         return PcieLink()
-    gen_max = values.integer(_find(link, "pcie_gen/max_link_gen"))
-    host_max = values.integer(_find(link, "pcie_gen/max_host_link_gen"))
-    device_max = values.integer(_find(link, "pcie_gen/max_device_link_gen"))
-    # max_link_gen already folds in the host on new drivers; on older ones take the smaller of
-    # the two ends when both are reported, so a Gen4 card in a Gen3 slot is not "downgraded".
-    candidates = [g for g in (gen_max, host_max, device_max) if g is not None]
-    effective_max = min(candidates) if candidates else None
-    return PcieLink(
-        gen_current=values.integer(_find(link, "pcie_gen/current_link_gen")),
-        gen_max=effective_max,
-        width_current=values.link_width(_find(link, "link_widths/current_link_width")),
-        width_max=values.link_width(_find(link, "link_widths/max_link_width")),
-    )
+    return fields.pcie_link(_PCIE_PATHS, _PCIE_GEN_MAXIMA, partial(_find, link))
+
+
+_MIG_PATHS = {
+    "gpu_instance_id": "gpu_instance_id",
+    "memory_total_bytes": "fb_memory_usage/total",
+    "memory_used_bytes": "fb_memory_usage/used",
+    "sm_count": "device_attributes/shared/multiprocessor_count",
+}
 
 
 def _mig_devices(gpu: ET.Element) -> tuple[MigDevice, ...]:
@@ -151,15 +168,13 @@ def _mig_devices(gpu: ET.Element) -> tuple[MigDevice, ...]:
         devices.append(
             MigDevice(
                 index=index if index is not None else len(devices),
-                gpu_instance_id=values.integer(_find(node, "gpu_instance_id")),
-                memory_total_bytes=values.size_bytes(_find(node, "fb_memory_usage/total")),
-                memory_used_bytes=values.size_bytes(_find(node, "fb_memory_usage/used")),
-                sm_count=values.integer(
-                    _find(node, "device_attributes/shared/multiprocessor_count")
-                ),
+                **fields.read(fields.MIG_DEVICE, _MIG_PATHS, partial(_find, node)),
             )
         )
     return tuple(devices)
+
+
+_PROCESS_PATHS = {"name": "process_name", "kind": "type", "used_memory_bytes": "used_memory"}
 
 
 def _processes(gpu: ET.Element) -> tuple[GpuProcess, ...] | None:
@@ -174,12 +189,47 @@ def _processes(gpu: ET.Element) -> tuple[GpuProcess, ...] | None:
         found.append(
             GpuProcess(
                 pid=pid,
-                name=values.text(_find(proc, "process_name")),
-                kind=values.text(_find(proc, "type")),
-                used_memory_bytes=values.size_bytes(_find(proc, "used_memory")),
+                **fields.read(fields.PROCESS, _PROCESS_PATHS, partial(_find, proc)),
             )
         )
     return tuple(found)
+
+
+# Where each one-value Gpu field stands under <gpu> (fields.GPU says how its text is read).
+_GPU_PATHS = {
+    "uuid": "uuid",
+    "serial": "serial",
+    "vbios_version": "vbios_version",
+    "memory_total_bytes": "fb_memory_usage/total",
+    "memory_used_bytes": "fb_memory_usage/used",
+    "compute_capability": "compute_cap",
+    "persistence_mode": "persistence_mode",
+    "performance_state": "performance_state",
+    "temperature_c": "temperature/gpu_temp",
+    "temperature_slowdown_c": "temperature/gpu_temp_slow_threshold",
+    "ecc_mode_enabled": "ecc_mode/current_ecc",
+    "ecc_mode_pending": "ecc_mode/pending_ecc",
+    "mig_mode_enabled": "mig_mode/current_mig",
+    "utilization_gpu_percent": "utilization/gpu_util",
+    "utilization_memory_percent": "utilization/memory_util",
+    "sm_clock_mhz": "clocks/sm_clock",
+    "sm_clock_max_mhz": "max_clocks/sm_clock",
+    "memory_clock_mhz": "clocks/mem_clock",
+    "memory_clock_max_mhz": "max_clocks/mem_clock",
+    "fan_speed_percent": "fan_speed",
+    "memory_temperature_c": "temperature/memory_temp",
+    "pcie_tx_bytes_per_second": "pci/tx_util",
+    "pcie_rx_bytes_per_second": "pci/rx_util",
+    "pcie_replay_errors": "pci/replay_counter",
+}
+
+# Power readings, under <gpu_power_readings> (<power_readings> before DTD v12): the first of
+# each element list that has a value.
+_POWER_PATHS = {
+    "power_draw_watts": ("power_draw", "instant_power_draw", "average_power_draw"),
+    "power_limit_watts": ("current_power_limit", "enforced_power_limit", "power_limit"),
+    "power_default_limit_watts": ("default_power_limit",),
+}
 
 
 def _gpu(index: int, node: ET.Element) -> Gpu:
@@ -187,56 +237,25 @@ def _gpu(index: int, node: ET.Element) -> Gpu:
     power = node.find("gpu_power_readings")
     if power is None:
         power = node.find("power_readings")
-    power_limit = None
-    default_limit = None
-    draw = None
-    if power is not None:
-        draw = values.number(
-            _first(power, "power_draw", "instant_power_draw", "average_power_draw")
-        )
-        power_limit = values.number(
-            _first(power, "current_power_limit", "enforced_power_limit", "power_limit")
-        )
-        default_limit = values.number(_find(power, "default_power_limit"))
+    power_fields = (
+        {}
+        if power is None
+        else fields.read(fields.GPU, _POWER_PATHS, lambda paths: _first(power, *paths))
+    )
     return Gpu(
         index=index,
         name=name,
-        uuid=values.text(_find(node, "uuid")),
         pci_bus_id=values.text(_find(node, "pci/pci_bus_id")) or node.get("id"),
         catalogue_id=catalogue_id_for(name),
-        serial=values.text(_find(node, "serial")),
-        vbios_version=values.text(_find(node, "vbios_version")),
-        memory_total_bytes=values.size_bytes(_find(node, "fb_memory_usage/total")),
-        memory_used_bytes=values.size_bytes(_find(node, "fb_memory_usage/used")),
-        compute_capability=values.text(_find(node, "compute_cap")),
         pcie=_pcie(node),
-        persistence_mode=values.flag(_find(node, "persistence_mode")),
-        performance_state=values.text(_find(node, "performance_state")),
-        power_draw_watts=draw,
-        power_limit_watts=power_limit,
-        power_default_limit_watts=default_limit,
-        temperature_c=values.number(_find(node, "temperature/gpu_temp")),
-        temperature_slowdown_c=values.number(_find(node, "temperature/gpu_temp_slow_threshold")),
         clocks_event_reasons=_clock_reasons(node),
-        ecc_mode_enabled=values.flag(_find(node, "ecc_mode/current_ecc")),
-        ecc_mode_pending=values.flag(_find(node, "ecc_mode/pending_ecc")),
         ecc_errors=_ecc(node),
         retired_pages=_retired(node),
         remapped_rows=_remapped(node),
-        mig_mode_enabled=values.flag(_find(node, "mig_mode/current_mig")),
         mig_devices=_mig_devices(node),
-        utilization_gpu_percent=values.number(_find(node, "utilization/gpu_util")),
-        utilization_memory_percent=values.number(_find(node, "utilization/memory_util")),
-        sm_clock_mhz=values.integer(_find(node, "clocks/sm_clock")),
-        sm_clock_max_mhz=values.integer(_find(node, "max_clocks/sm_clock")),
         processes=_processes(node),
-        memory_clock_mhz=values.integer(_find(node, "clocks/mem_clock")),
-        memory_clock_max_mhz=values.integer(_find(node, "max_clocks/mem_clock")),
-        fan_speed_percent=values.number(_find(node, "fan_speed")),
-        memory_temperature_c=values.number(_find(node, "temperature/memory_temp")),
-        pcie_tx_bytes_per_second=values.byte_rate(_find(node, "pci/tx_util")),
-        pcie_rx_bytes_per_second=values.byte_rate(_find(node, "pci/rx_util")),
-        pcie_replay_errors=values.integer(_find(node, "pci/replay_counter")),
+        **fields.read(fields.GPU, _GPU_PATHS, partial(_find, node)),
+        **power_fields,
     )
 
 
