@@ -29,7 +29,7 @@ from pack_bench import child, readers, report, runner, writers
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join((__doc__ or "").split("\n\n")[0].split()))
     parser.add_argument("--samples", type=int, default=20000)
     parser.add_argument("--decode-samples", type=int, default=1000)
     parser.add_argument("--trials", type=int, default=3)
