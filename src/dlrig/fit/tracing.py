@@ -81,6 +81,9 @@ class TracedWorkload:
         workload is affine in the batch, else traced once each."""
         if batch not in self.samples:
             found = self.basis.at(batch, self.depths) if self.basis is not None else None
+            if found is None and self.basis is not None:
+                self.basis = _basis(self.workload, self.options, batch, self.depths)
+                found = self.basis.at(batch, self.depths)
             if found is None:
                 found = _samples(self.workload, self.options, batch, self.depths)
             self.samples[batch] = found
@@ -247,19 +250,21 @@ def _basis(workload: Workload, options: Options, batch: int, depths: tuple[int, 
 
     options = basis_options(options, workload)
     key = basis_key(options)
-    known = _BASES.get(key)
+    known = _BASES.get(key) or store.load(options, workload)
     if known is not None and (known.affine or batch in known.traces):
+        _remember(key, known)
         return known
-    stored = store.load(options, workload)
-    if stored is not None and (stored.affine or batch in stored.traces):
-        _remember(key, stored)
-        return stored
-    first = dict(_samples(workload, options, batch, depths))
-    basis = Basis((batch,), {batch: first}, affine=False)
-    if workload.task != "custom":  # factories may mix samples (B×B losses): never extrapolated
-        second = dict(_samples(workload, options, batch + 1, depths))
-        affine = all(same_structure(first[d], second[d]) for d in first)
-        basis = Basis((batch, batch + 1), {batch: first, batch + 1: second}, affine)
+    # One batch is traced first; a second only when another batch is asked for (the
+    # largest-batch search), and with the first it makes the basis affine in the batch. Most
+    # questions (plan over a catalogue, one estimate) never need the second.
+    new = dict(_samples(workload, options, batch, depths))
+    basis = Basis((batch,), {batch: new}, affine=False)
+    # A custom factory may mix samples (B×B losses): never extrapolated.
+    if known is not None and len(known.batches) == 1 and workload.task != "custom":
+        (first_batch,) = known.batches
+        first = known.traces[first_batch]
+        affine = all(same_structure(first[d], new[d]) for d in first)
+        basis = Basis((first_batch, batch), {first_batch: first, batch: new}, affine)
     store.save(options, workload, basis)
     _remember(key, basis)
     return basis
