@@ -56,8 +56,14 @@ def stalled(tmp_path_factory):
     )
     yield process
     if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        # Not consumed here (the module's tests ran apart, so this is a second launch): stop
+        # torchrun and its ranks, which torchrun may start in sessions of their own.
+        import psutil
+
+        tree = [process.pid, *(c.pid for c in psutil.Process(process.pid).children(True))]
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         process.communicate(timeout=30)
 
 
