@@ -7,6 +7,7 @@ Every command that takes a path reads it through here, so "missing", "a director
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -56,6 +57,16 @@ def read_text(path: Path | str, what: str, max_bytes: int) -> str:
     except OSError as exc:
         raise InputError(f"{p}: cannot be read ({exc.strerror})", fix="check the file") from None
     return decode_text(data, str(p), what)
+
+
+def read_json(path: Path | str, what: str, max_bytes: int, fix: str) -> Any:
+    """The file's JSON document, read as `read_text` reads; `fix` says what to give instead
+    of a file that is not JSON."""
+    text = read_text(path, what, max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})", fix=fix) from None
 
 
 def decode_text(data: bytes, label: str, what: str, gzip_ok: bool = False) -> str:

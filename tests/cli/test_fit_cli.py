@@ -140,6 +140,8 @@ def test_bad_input_exits_2_with_one_line(run_dlrig):
     for args in (
         ["resnet50", "--gpu", "v100-sxm2-16gb", "--seq-len", "128"],
         ["gpt2", "--gpu", "a100", "--gpus", "16", "--network-gbps", "-5"],
+        ["gpt2", "--gpu", "a100", "--lora", "8", "--lora-dropout", "1.5"],
+        ["gpt2", "--gpu", "a100", "--lora", "8", "--no-double-quant"],
     ):
         done = run_dlrig("fit", *args, "--no-max-batch")
         assert done.returncode == 2, done.stdout

@@ -230,6 +230,10 @@ def test_bad_input():
         (dict(model="gpt2", gpu="rtx"), "rtx"),
         (dict(model="gpt2", gpu="a100", optimizer="adamw-8bit", optimizer_impl="fused"), "impl"),
         (dict(model="gpt2", gpu="a100", inference=True, gpus=5), "does not divide"),
+        (dict(model="gpt2", gpu="a100", lora=8, lora_dropout=1.0), "lora-dropout"),
+        (dict(model="gpt2", gpu="a100", lora_dropout=0.1), "apply only to LoRA"),
+        (dict(model="gpt2", gpu="a100", lora=8, double_quant=False), "no-double-quant"),
+        (dict(model="gpt2", gpu="a100", activations="kernel"), "--activations"),
     ):
         with pytest.raises(InputError, match=message) as caught:
             run(**kwargs)

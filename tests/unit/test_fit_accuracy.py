@@ -79,12 +79,6 @@ def test_memory_rows_are_all_out_of_sample_and_meet_the_target(predicted):
     assert _median(every) <= fa.TARGETS["memory"], _median(every)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="5 held-out memory rows, 3 of them LitGPT runs dlrig under-/over-predicts by 21-25%: "
-    "QLoRA on A10G (dlrig is 20-25% low; the cause is not found) "
-    "and phi-1.5 (LitGPT's bf16 chunked loss vs transformers' fp32 upcast of 51k-vocab logits)",
-)
 def test_held_out_memory_meets_the_target(predicted):
     held = _side(predicted, "memory", True)
     assert len(held) >= 5

@@ -30,6 +30,48 @@ def test_frozen_parameters_have_no_gradients_or_optimizer_state():
     assert qlora.params == pytest.approx(8.03e9, rel=0.01)
 
 
+LLAMA_3B = "tests/data/hf_configs/llama-3.2-3b.json"
+
+
+def test_double_quantisation_stores_the_absmax_in_8_bits():
+    """bitsandbytes keeps one fp32 absmax per 64 NF4 weights (0.0625 bytes a weight); double
+    quantisation stores it as an 8-bit code plus an fp32 scale per 256 blocks."""
+    kwargs = dict(config=LLAMA_3B, model=LLAMA_3B, gpu="a100", seq_len=128, batch_size=1)
+    dq = run(qlora=8, kbit_prepare=False, **kwargs)
+    plain = run(qlora=8, kbit_prepare=False, double_quant=False, **kwargs)
+    # the quantised weights: every frozen Linear but the (tied) head, 3.21e9 less the 0.39e9 embedding
+    quantised = dq.params - 128256 * 3072 - dq.trainable_params
+    extra = plain.memory_breakdown["parameters"] - dq.memory_breakdown["parameters"]
+    assert extra == pytest.approx(quantised * (4 / 64 - 1 / 64 - 4 / (64 * 256)), rel=0.02)
+    assert any("fp32 absmax" in a for a in plain.assumptions)
+
+
+def test_lora_dropout_keeps_a_mask_and_its_output():
+    kwargs = dict(model="gpt2", gpu="a100", seq_len=512, batch_size=4, lora=8)
+    plain = run(**kwargs)
+    dropped = run(lora_dropout=0.05, **kwargs)
+    extra = dropped.memory_breakdown["activations"] - plain.memory_breakdown["activations"]
+    # peft's default target for GPT-2 is the fused c_attn: one dropout a layer on a 768-wide
+    # input of 4 x 512 tokens. It keeps a bool mask (a byte an element), and its output takes
+    # the place of the input lora_A would have kept anyway.
+    elements = 12 * 4 * 512 * 768
+    assert 0.5 * elements <= extra <= 3 * elements
+
+
+def test_fused_activations_keep_only_the_input():
+    """GPT-2's gelu_new is written as elementwise ops (each keeps its input); LitGPT, torchtune
+    and hub kernels run one GELU kernel. A SiLU model has nothing to fuse."""
+    kwargs = dict(model="gpt2", gpu="a100", seq_len=512, batch_size=4)
+    composite = run(**kwargs)
+    fused = run(activations="fused", **kwargs)
+    saved = composite.memory_breakdown["activations"] - fused.memory_breakdown["activations"]
+    # bf16 autocast: at least four bf16 tensors of the 3072-wide intermediate a layer fewer
+    assert saved >= 4 * 2 * 12 * (4 * 512 * 3072)
+    assert any("activations fused" in a for a in fused.assumptions)
+    llama = dict(config=LLAMA_3B, model=LLAMA_3B, gpu="a100", seq_len=128, batch_size=1)
+    assert run(**llama).memory_peak_bytes == run(activations="fused", **llama).memory_peak_bytes
+
+
 # The published LoRA/QLoRA measurements (LitGPT's A100 and A10G tables, Unsloth's HF+FA2
 # baseline) are rows of benchmarks/data/measured_training.csv, each checked in
 # tests/unit/test_fit_accuracy.py::test_lora_and_qlora_memory_of_7_8b_models_against_published_figures

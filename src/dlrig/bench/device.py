@@ -5,17 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dlrig.errors import InputError, MissingExtraError
+from dlrig.errors import InputError
+from dlrig.extras import require
 from dlrig.knowledge import gpus
 from dlrig.knowledge.gpus import GpuSpec
 
 
 def torch_module() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise MissingExtraError("torch", "torch", "dlrig bench") from None
-    return torch
+    return require("torch", "torch", "dlrig bench")
 
 
 @dataclass(frozen=True)

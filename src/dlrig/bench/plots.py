@@ -7,20 +7,13 @@ import io
 from pathlib import Path
 from typing import Any
 
+from dlrig import extras
 from dlrig.bench.results import BenchResult
-from dlrig.errors import MissingExtraError
 from dlrig.outputs import ensure_directory, write_bytes_atomic
 
 
 def pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise MissingExtraError("matplotlib", "monitor", "bench plots") from None
-    return plt
+    return extras.pyplot("monitor", "bench plots")
 
 
 def _save(plt: Any, figure: Any, path: Path) -> str:

@@ -12,10 +12,9 @@ import click
 from dlrig.cli.common import (
     FiniteFloat,
     console,
-    console_wide,
     json_option,
     out_option,
-    print_json,
+    print_report,
     progress_bar,
 )
 
@@ -143,9 +142,6 @@ def bench_command(
 
 
 def _print(report: Any, as_json: bool) -> None:
-    if as_json:
-        print_json(report.to_dict())
-        return
     from dlrig.bench.render import render
 
-    render(report, console_wide())
+    print_report(report, as_json, render, wide=True)

@@ -28,10 +28,12 @@ def json_option(function: F) -> F:
     )(function)
 
 
-def out_option(help: str, metavar: str = "DIR", dest: str = "out") -> Callable[[F], F]:
+def out_option(
+    help: str, metavar: str = "DIR", dest: str = "out", type: Any = None
+) -> Callable[[F], F]:
     """--out: where output goes, a folder when the command writes several files, a file when
     it writes one (docs/conventions.md)."""
-    return click.option("--out", dest, metavar=metavar, help=help)
+    return click.option("--out", dest, type=type, metavar=metavar, help=help)
 
 
 def options_from(options_type: type[D], params: dict[str, Any], /, **given: Any) -> D:
@@ -47,6 +49,18 @@ def options_from(options_type: type[D], params: dict[str, Any], /, **given: Any)
 
 def print_json(document: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def print_report(
+    report: Any, as_json: bool, render: Callable[[Any, Any], object], wide: bool = False
+) -> None:
+    """How a command hands back its report: with --json the report's stable document (its
+    `to_dict`), else the readable text `render(report, console)` draws (on the wide console
+    where the report is tables)."""
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        render(report, console_wide() if wide else console())
 
 
 def console(stderr: bool = False) -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from dlrig.cli.common import console, json_option, print_json
+from dlrig.cli.common import console, json_option, print_json, print_report
 from dlrig.errors import InputError
 from dlrig.machine.model import Machine
 
@@ -122,10 +122,7 @@ def _report(result: object, as_json: bool) -> None:
     from dlrig.diagnose.render import render_text
 
     assert isinstance(result, Diagnosis)
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        render_text(result, console())
+    print_report(result, as_json, render_text)
 
 
 def _run_command(command: list[str], machine: Machine | None, as_json: bool) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from dlrig.cli.common import console, json_option, options_from, print_json
+from dlrig.cli.common import console, json_option, options_from, print_json, print_report
 from dlrig.errors import InputError
 from dlrig.report import envelope
 
@@ -67,6 +67,12 @@ EPILOG = (
 @click.option("--qlora", type=int, help="QLoRA rank: 4-bit NF4 base (double quantisation) + LoRA.")
 @click.option("--lora-alpha", type=float, help="LoRA alpha (default 2 × rank).")
 @click.option(
+    "--lora-dropout",
+    type=float,
+    default=0.0,
+    help="Dropout on the adapters' input (default 0, peft's; LitGPT uses 0.05).",
+)
+@click.option(
     "--lora-targets",
     help="Modules to adapt: comma list or all-linear (default: peft's for the model).",
 )
@@ -76,11 +82,23 @@ EPILOG = (
     help="QLoRA without peft's prepare_model_for_kbit_training (LitGPT, torchtune): frozen 16-bit weights stay 16-bit.",
 )
 @click.option(
+    "--no-double-quant",
+    is_flag=True,
+    help="QLoRA with one fp32 absmax per 64 weights (bnb_4bit_use_double_quant=False, LitGPT's bnb.nf4).",
+)
+@click.option(
     "--attention",
     type=click.Choice(["sdpa", "eager"]),
     default="sdpa",
     show_default=True,
     help="Attention kernels: sdpa (fused flash/memory-efficient, transformers' default) or eager (S×S scores kept).",
+)
+@click.option(
+    "--activations",
+    type=click.Choice(["model", "fused"]),
+    default="model",
+    show_default=True,
+    help="Activation functions as the model's code writes them, or fused: one kernel each (LitGPT, torchtune, Liger, hub kernels).",
 )
 @click.option(
     "--optimizer-impl",
@@ -179,6 +197,7 @@ def fit_command(**params: Any) -> None:
         config=config_path,
         search_max_batch=not params.pop("no_max_batch"),
         kbit_prepare=not params.pop("no_kbit_prepare"),
+        double_quant=not params.pop("no_double_quant"),
     )
     gpu, analytic = options.gpu, options.analytic
     machine = _this_machine() if gpu is None else None
@@ -191,12 +210,9 @@ def fit_command(**params: Any) -> None:
         else:
             with err.status(f"tracing a training step of {model} on fake tensors…"):
                 result = fit.estimate(options, machine=machine)
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        from dlrig.fit.render import render_text
+    from dlrig.fit.render import render_text
 
-        render_text(result, console())
+    print_report(result, as_json, render_text)
     if not result.fits:
         sys.exit(1)
 

@@ -14,7 +14,14 @@ from typing import Any
 
 import click
 
-from dlrig.cli.common import FiniteFloat, console, console_wide, json_option, print_json
+from dlrig.cli.common import (
+    FiniteFloat,
+    console,
+    console_wide,
+    json_option,
+    print_json,
+    print_report,
+)
 from dlrig.cli.monitor_options import (
     GROUP_VALUES,
     SourceSettings,
@@ -318,12 +325,9 @@ def report_command(
     if plots:
         written = history_report.write_plots(db, plots, since_unix=since)
         result = dataclasses.replace(result, plots=tuple(written))
-    if as_json:
-        print_json(result.to_dict())
-        return
     from dlrig.monitor.render import render_report
 
-    render_report(result, console())
+    print_report(result, as_json, render_report)
 
 
 @monitor_command.command("assets", epilog=ASSETS_EXIT)

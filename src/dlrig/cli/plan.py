@@ -7,7 +7,15 @@ from collections.abc import Callable
 
 import click
 
-from dlrig.cli.common import F, console, console_wide, json_option, out_option, print_json
+from dlrig.cli.common import (
+    F,
+    console,
+    console_wide,
+    json_option,
+    out_option,
+    print_json,
+    print_report,
+)
 from dlrig.errors import InputError
 
 FOOTER = (
@@ -215,12 +223,9 @@ def check_command(build_file: str, assume: tuple[str, ...], as_json: bool) -> No
     from dlrig.plan.check import check_file
 
     report = check_file(build_file, Inputs(parse_assume(assume)))
-    if as_json:
-        print_json(report.to_dict())
-    else:
-        from dlrig.plan.render_check import render_check
+    from dlrig.plan.render_check import render_check
 
-        render_check(report, console_wide())
+    print_report(report, as_json, render_check, wide=True)
     if report.failed:
         sys.exit(1)
 
@@ -273,12 +278,9 @@ def cost_command(
         {"electricity_usd_per_kwh": ("--price-per-kwh", price_per_kwh), "pue": ("--pue", pue)},
     )
     report = cost(history, inputs, month=month, capex_usd=capex, min_idle_minutes=min_idle_minutes)
-    if as_json:
-        print_json(report.to_dict())
-    else:
-        from dlrig.plan.render_reports import render_cost
+    from dlrig.plan.render_reports import render_cost
 
-        render_cost(report, console_wide())
+    print_report(report, as_json, render_cost, wide=True)
 
 
 @plan_command.command("upgrade", epilog="Exit codes: 0 reported; 2 an input cannot be read.")
@@ -340,9 +342,6 @@ def upgrade_command(
     if dataset_gb is not None and dataset_gb <= 0:
         raise InputError(f"--dataset-gb {dataset_gb}", fix="give a positive size in GB")
     report = upgrade(snapshot, inputs, bench, usage, fitted, dataset_gb, name=machine)
-    if as_json:
-        print_json(report.to_dict())
-    else:
-        from dlrig.plan.render_reports import render_upgrade
+    from dlrig.plan.render_reports import render_upgrade
 
-        render_upgrade(report, console_wide())
+    print_report(report, as_json, render_upgrade, wide=True)

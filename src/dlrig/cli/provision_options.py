@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from dlrig.cli.common import console, json_option, options_from, print_json
+from dlrig.cli.common import console, json_option, options_from, out_option, print_json
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -73,12 +73,10 @@ def fact_options(function: F) -> F:
                 metavar="VERSION",
                 help="The driver the machine has (580.95.05).",
             ),
-            click.option(
-                "--out",
-                "out_dir",
+            out_option(
+                "Write the files here (default: print the file, when there is one).",
+                dest="out_dir",
                 type=click.Path(path_type=Path),
-                metavar="DIR",
-                help="Write the files here (default: print the file, when there is one).",
             ),
             click.option(
                 "--overwrite", is_flag=True, help="Replace files that already exist in --out."

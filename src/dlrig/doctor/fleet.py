@@ -101,12 +101,9 @@ def render_text(report: FleetReport, out: Any) -> None:
 def run_command(spec: str, as_json: bool, timeout_s: float) -> None:
     """The CLI's --fleet: exit 1 when a node is odd (differs, fails a check others pass, or is
     drained/down), 0 when every node agrees."""
-    from dlrig.cli.common import console, print_json
+    from dlrig.cli.common import print_report
 
     report = via_srun(timeout_s=max(60.0, timeout_s * 6)) if spec == "srun" else from_paths(spec)
-    if as_json:
-        print_json(report.to_dict())
-    else:
-        render_text(report, console())
+    print_report(report, as_json, render_text)
     if report.problem:
         sys.exit(1)

@@ -40,13 +40,15 @@ def torch_installed(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
         if build
         else ("ROCm " + info.hip_version if info.hip_version else "CPU-only")
     )
-    extra = []
-    if info.cudnn_version:
-        extra.append(f"cuDNN {info.cudnn_version}")
-    if info.nccl_version:
-        extra.append(f"NCCL {info.nccl_version}")
-    if info.location:
-        extra.append(f"at {info.location}")
+    extra = [
+        f"{label} {value}"
+        for label, value in (
+            ("cuDNN", info.cudnn_version),
+            ("NCCL", info.nccl_version),
+            ("at", info.location),
+        )
+        if value
+    ]
     return c.ok(f"torch {info.version} ({flavour})", *extra)
 
 

@@ -219,7 +219,9 @@ def estimate_from_config(options: Any, machine: Any) -> FitResult:
         )
     element = 2 if precision in ("bf16", "fp16") else 4
     trainable = 0 if peft else n
-    frozen = int(n * (0.516 if options.qlora else 2)) if peft else 0
+    # NF4: half a byte a weight + its absmax (8-bit codes double-quantised, else fp32 per 64)
+    nf4 = 0.5 + (1 / 64 + 4 / (64 * 256) if options.double_quant else 4 / 64)
+    frozen = int(n * (nf4 if options.qlora else 2)) if peft else 0
     sizes = Sizes(n, trainable, trainable * element, frozen, 0, 0, 0, 0, 0)
     notes = (
         ["LoRA adapters are not counted by --analytic (drop it for the traced estimate)"]

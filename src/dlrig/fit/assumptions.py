@@ -81,13 +81,24 @@ def assumptions(
         rank = o.lora or o.qlora or 0
         out.append(
             f"{'QLoRA' if o.qlora else 'LoRA'} rank {rank} via peft (alpha {o.lora_alpha or 2 * rank:g}, "
+            f"dropout {o.lora_dropout:g}, "
             f"targets {o.lora_targets or 'peft default for the model'}): base frozen in the compute dtype, "
             "adapters fp32; frozen weights have no gradients or optimizer state"
         )
     if o.qlora:
+        absmax = (
+            "double-quantised absmax"
+            if o.double_quant
+            else "an fp32 absmax per 64 weights (--no-double-quant)"
+        )
         out.append(
-            "QLoRA base: NF4 4-bit codes + double-quantised absmax (bitsandbytes Linear4bit; the "
-            "output head stays 16-bit); each matmul dequantises a transient compute-dtype copy"
+            f"QLoRA base: NF4 4-bit codes + {absmax} (bitsandbytes Linear4bit; the output head "
+            "stays 16-bit); each matmul dequantises a transient compute-dtype copy"
+        )
+    if o.activations == "fused":
+        out.append(
+            "activations fused (--activations fused): transformers' composite tanh-GELUs "
+            "(gelu_new, gelu_fast) traced as one kernel that keeps only its input"
         )
     out.append(
         f"time: per-operator roofline by operator class: tensor-core matmuls at "

@@ -160,6 +160,26 @@ def check_positions(model: Any, workload: Any) -> None:
             )
 
 
+# transformers' tanh-approximated GELUs written as chains of elementwise ops (each op keeps its
+# input for backward: about five intermediate-sized tensors a layer); torch's
+# GELU(approximate="tanh") is the same function as one kernel that keeps only its input
+COMPOSITE_GELUS = ("NewGELUActivation", "FastGELUActivation", "AccurateGELUActivation")
+
+
+def fuse_activations(model: Any) -> int:
+    """Swap the composite GELUs for the one-kernel GELU, as LitGPT's and torchtune's model code,
+    Liger and transformers' hub kernels run them. Returns how many modules were swapped."""
+    import torch
+
+    swapped = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child).__name__ in COMPOSITE_GELUS:
+                setattr(parent, name, torch.nn.GELU(approximate="tanh"))
+                swapped += 1
+    return swapped
+
+
 def build_model(workload: Any, options: Any, depth: int | None) -> Any:
     """The model as it trains: built on fake tensors at `depth` layers, PEFT applied, in train mode."""
     from dlrig.fit import peft as peft_support
@@ -168,6 +188,8 @@ def build_model(workload: Any, options: Any, depth: int | None) -> Any:
     dtype = storage_dtype(options.precision, bool(peft_rank))
     with skip_weight_init(), default_dtype(dtype):
         model = workload.build(depth)
+        if options.activations == "fused":
+            fuse_activations(model)
         if peft_rank:
             model = peft_support.apply(model, workload, options)
     check_positions(model, workload)

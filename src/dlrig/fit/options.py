@@ -21,6 +21,7 @@ OFFLOAD = ("none", "optimizer", "params")
 WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4")
 ENGINES = ("graphs", "eager")
 ATTENTION = ("sdpa", "eager")
+ACTIVATIONS = ("model", "fused")
 # torch.optim's step implementations: one multi-tensor kernel per op over every parameter (the
 # CUDA default; its temporaries are parameter-sized), a Python loop per parameter (foreach=False,
 # transformers' own AdamW before 4.29), or fused=True (one kernel, no temporaries)
@@ -39,9 +40,12 @@ WORKLOAD_FIELDS = (
     "lora",
     "qlora",
     "lora_alpha",
+    "lora_dropout",
     "lora_targets",
     "kbit_prepare",
+    "double_quant",
     "attention",
+    "activations",
     "optimizer_impl",
     "input_spec",
     "inference",
@@ -98,6 +102,9 @@ class Options:
     lora: int | None = None  # LoRA rank
     qlora: int | None = None  # QLoRA rank (4-bit NF4 base)
     lora_alpha: float | None = None
+    # dropout on the adapter's input (peft's default 0; LitGPT and many QLoRA recipes 0.05): it
+    # keeps a mask and its own output for backward
+    lora_dropout: float = 0.0
     lora_targets: str | None = None  # comma list or "all-linear"; default: peft's for the model
     offload: str = "none"
     prefetch: int = 1  # FSDP/ZeRO-3 units gathered ahead of the one computing
@@ -110,8 +117,15 @@ class Options:
     # QLoRA as peft's prepare_model_for_kbit_training leaves the model: the frozen weights that
     # are not quantised (embeddings, output head, norms) upcast to fp32 (False: LitGPT, torchtune)
     kbit_prepare: bool = True
+    # QLoRA's absmaxes as 8-bit codes (bnb_4bit_use_double_quant=True, LitGPT's bnb.nf4-dq);
+    # False: one fp32 absmax per 64 weights (LitGPT's bnb.nf4)
+    double_quant: bool = True
     channels_last: bool = False  # convolution nets in NHWC (torch.channels_last) layout
     attention: str = "sdpa"  # "sdpa" (fused kernels, transformers' default) | "eager"
+    # "model": activations as the model file writes them (transformers' gelu_new is a chain of
+    # elementwise ops, each keeping its input for backward); "fused": one kernel each, keeping
+    # only its input (LitGPT's and torchtune's models, Liger, transformers' hub kernels)
+    activations: str = "model"
     optimizer_impl: str = "foreach"  # torch.optim step: "foreach" | "for-loop" | "fused"
     # gradients stay allocated between steps: optimizer.zero_grad(set_to_none=False), the
     # default before PyTorch 2.0 (and of HF Trainer then); off: set to None, today's default
@@ -145,6 +159,7 @@ def check(options: Options) -> None:
     if options.engine is not None:
         _choice(options.engine, ENGINES, "--engine")
     _choice(options.attention, ATTENTION, "--attention")
+    _choice(options.activations, ACTIVATIONS, "--activations")
     _choice(options.optimizer_impl, OPTIMIZER_IMPLS, "--optimizer-impl")
     for name, (low, high) in LIMITS.items():
         value = getattr(options, name)
@@ -185,14 +200,24 @@ def _check_combinations(options: Options) -> None:
             f"not to {options.optimizer} (its own kernels)",
             fix="drop --optimizer-impl, or pick --optimizer adamw",
         )
-    if not options.kbit_prepare and not options.qlora:
+    for flag, off in (
+        ("--no-kbit-prepare", not options.kbit_prepare),
+        ("--no-double-quant", not options.double_quant),
+    ):
+        if off and not options.qlora:
+            raise InputError(
+                f"{flag} applies only to --qlora", fix=f"add --qlora RANK, or drop {flag}"
+            )
+    if not (math.isfinite(options.lora_dropout) and 0.0 <= options.lora_dropout < 1.0):
         raise InputError(
-            "--no-kbit-prepare applies only to --qlora",
-            fix="add --qlora RANK, or drop --no-kbit-prepare",
+            f"--lora-dropout {options.lora_dropout!r} is not a probability below 1",
+            fix="pass --lora-dropout from 0 up to, not including, 1 (e.g. 0.05)",
         )
-    if not peft and (options.lora_alpha is not None or options.lora_targets is not None):
+    if not peft and (
+        options.lora_alpha is not None or options.lora_targets is not None or options.lora_dropout
+    ):
         raise InputError(
-            "--lora-alpha/--lora-targets apply only to LoRA",
+            "--lora-alpha/--lora-dropout/--lora-targets apply only to LoRA",
             fix="add --lora RANK or --qlora RANK, or drop them",
         )
     if options.inference:

@@ -69,9 +69,12 @@ def nf4_bytes_per_weight(double_quant: bool = True) -> float:
 
 
 class NF4Linear(torch.nn.Module):
-    """A frozen Linear stored as bitsandbytes stores `Linear4bit` (NF4, double quantisation)."""
+    """A frozen Linear stored as bitsandbytes stores `Linear4bit` (NF4; absmaxes double
+    quantised, or one fp32 absmax per block without double quantisation)."""
 
-    def __init__(self, linear: torch.nn.Linear, compute_dtype: torch.dtype) -> None:
+    def __init__(
+        self, linear: torch.nn.Linear, compute_dtype: torch.dtype, double_quant: bool = True
+    ) -> None:
         super().__init__()
         self.in_features = linear.in_features
         self.out_features = linear.out_features
@@ -80,10 +83,11 @@ class NF4Linear(torch.nn.Module):
         self.weight = torch.nn.Parameter(
             torch.empty(math.ceil(count / 2), dtype=torch.uint8), requires_grad=False
         )
-        # 8-bit absmax codes + an fp32 scale per 256 blocks, kept as one byte buffer
+        # 8-bit absmax codes + an fp32 scale per 256 blocks, or 4 bytes per block, as one byte
+        # buffer
+        absmax_bytes = blocks + 4 * math.ceil(blocks / DQ_BLOCK) if double_quant else 4 * blocks
         self.absmax = torch.nn.Parameter(
-            torch.empty(blocks + 4 * math.ceil(blocks / DQ_BLOCK), dtype=torch.uint8),
-            requires_grad=False,
+            torch.empty(absmax_bytes, dtype=torch.uint8), requires_grad=False
         )
         self.bias = linear.bias
         if self.bias is not None:
@@ -100,7 +104,9 @@ class NF4Linear(torch.nn.Module):
         return out
 
 
-def _quantise_frozen_linears(model: torch.nn.Module, compute_dtype: torch.dtype) -> int:
+def _quantise_frozen_linears(
+    model: torch.nn.Module, compute_dtype: torch.dtype, double_quant: bool = True
+) -> int:
     """Swap every frozen Linear but the output head for NF4 (transformers' bnb loading keeps
     the head in 16 bits). Returns the number of weights quantised."""
     getter = getattr(model, "get_output_embeddings", None)
@@ -113,7 +119,7 @@ def _quantise_frozen_linears(model: torch.nn.Module, compute_dtype: torch.dtype)
                 and child is not head
                 and not child.weight.requires_grad
             ):
-                setattr(parent, child_name, NF4Linear(child, compute_dtype))
+                setattr(parent, child_name, NF4Linear(child, compute_dtype, double_quant))
                 swapped += child.in_features * child.out_features
     return swapped
 
@@ -175,7 +181,7 @@ def apply(model: torch.nn.Module, workload: Any, options: Any) -> torch.nn.Modul
         return peft.LoraConfig(
             r=rank,
             lora_alpha=options.lora_alpha or 2 * rank,
-            lora_dropout=0.0,
+            lora_dropout=options.lora_dropout,
             target_modules=target_modules,
             task_type=task,
         )
@@ -193,7 +199,7 @@ def apply(model: torch.nn.Module, workload: Any, options: Any) -> torch.nn.Modul
         _adapters_to_fp32(wrapped)
     if options.qlora:
         compute = torch.float16 if options.precision in ("amp-fp16", "fp16") else torch.bfloat16
-        if _quantise_frozen_linears(wrapped, compute) == 0:
+        if _quantise_frozen_linears(wrapped, compute, options.double_quant) == 0:
             raise InputError(
                 f"--qlora: {workload.name} has no frozen Linear layers to quantise",
                 fix="use --lora instead",

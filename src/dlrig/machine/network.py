@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from dlrig.machine.model import Firewall, NetInterface
@@ -68,6 +69,35 @@ def interfaces(ctx: ProbeContext) -> tuple[NetInterface, ...]:
     return tuple(found)
 
 
+@dataclass(frozen=True)
+class _RuleListing:
+    """A firewall read from its rule listing: it filters when a rule drops or rejects input."""
+
+    tool: str
+    command: tuple[str, ...]
+    filtering: re.Pattern[str]
+    filtering_detail: str
+    accepting_detail: str
+
+
+_RULE_LISTINGS = (
+    _RuleListing(
+        "nftables",
+        ("nft", "list", "ruleset"),
+        re.compile(r"hook input .*policy drop|\b(drop|reject)\b"),
+        "input filtering rules present",
+        "no drop/reject rules",
+    ),
+    _RuleListing(
+        "iptables",
+        ("iptables", "-S", "INPUT"),
+        re.compile(r"^-P INPUT (DROP|REJECT)|-j (DROP|REJECT)", re.M),
+        "INPUT drops or rejects packets",
+        "INPUT accepts all",
+    ),
+)
+
+
 def firewall(ctx: ProbeContext) -> tuple[Firewall, str | None]:
     """The firewall state, and why it is unknown when it is."""
     reasons = []
@@ -81,26 +111,16 @@ def firewall(ctx: ProbeContext) -> tuple[Firewall, str | None]:
     if firewalld.error is None and firewalld.stdout.strip():
         running = firewalld.stdout.strip() == "running"
         return Firewall(active=running, tool="firewalld", detail=firewalld.stdout.strip()), None
-    nft = ctx.runner.run(["nft", "list", "ruleset"], ctx.timeout_s)
-    if nft.ok:
-        filtering = re.search(r"hook input .*policy drop|\b(drop|reject)\b", nft.stdout)
-        return Firewall(
-            active=bool(filtering),
-            tool="nftables",
-            detail="input filtering rules present" if filtering else "no drop/reject rules",
-        ), None
-    if nft.error != "not found":
-        reasons.append(f"nft: {nft.error or nft.stderr.strip() or 'failed'}")
-    iptables = ctx.runner.run(["iptables", "-S", "INPUT"], ctx.timeout_s)
-    if iptables.ok:
-        dropping = re.search(r"^-P INPUT (DROP|REJECT)|-j (DROP|REJECT)", iptables.stdout, re.M)
-        return Firewall(
-            active=bool(dropping),
-            tool="iptables",
-            detail="INPUT drops or rejects packets" if dropping else "INPUT accepts all",
-        ), None
-    if iptables.error != "not found":
-        reasons.append(f"iptables: {iptables.error or iptables.stderr.strip() or 'failed'}")
+    for listing in _RULE_LISTINGS:
+        listed = ctx.runner.run(list(listing.command), ctx.timeout_s)
+        if listed.ok:
+            filtering = listing.filtering.search(listed.stdout)
+            detail = listing.filtering_detail if filtering else listing.accepting_detail
+            return Firewall(active=bool(filtering), tool=listing.tool, detail=detail), None
+        if listed.error != "not found":
+            reasons.append(
+                f"{listing.command[0]}: {listed.error or listed.stderr.strip() or 'failed'}"
+            )
     if reasons:
         return Firewall(), "; ".join(reasons)
     return Firewall(active=False, tool=None, detail="no firewall tool installed"), None

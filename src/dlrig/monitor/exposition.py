@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlrig import __version__
-from dlrig.errors import MissingExtraError
+from dlrig.extras import require
 from dlrig.machine.gpu_source_base import SourceInfo
 from dlrig.machine.model import Gpu
 from dlrig.machine.nvml import CLOCK_EVENT_BITS, clock_event_mask
@@ -27,11 +27,7 @@ _UP_HELP = "1 when the GPU answered in the last sample, 0 when it is lost or its
 
 
 def _prometheus() -> Any:
-    try:
-        import prometheus_client
-    except ImportError:
-        raise MissingExtraError("prometheus_client", "monitor", "the Prometheus exporter") from None
-    return prometheus_client
+    return require("prometheus_client", "monitor", "the Prometheus exporter")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlrig.errors import InputError, MissingExtraError
+from dlrig.errors import InputError
+from dlrig.extras import pyplot, require
 from dlrig.machine.nvml import CLOCK_EVENT_BITS
 from dlrig.monitor.history import open_history
 from dlrig.report import envelope
@@ -289,14 +290,8 @@ def write_plots(
     path: str | Path, out_dir: str | Path, since_unix: float | None = None
 ) -> list[str]:
     """PNG plots of utilisation, power, temperature and memory per GPU; the files written."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.dates as mdates
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise MissingExtraError("matplotlib", "monitor", "history plots") from None
+    plt = pyplot("monitor", "history plots")
+    mdates = require("matplotlib.dates", "monitor", "history plots", package="matplotlib")
     from datetime import UTC, datetime
 
     from dlrig.outputs import ensure_directory, write_bytes_atomic
@@ -334,7 +329,7 @@ def write_plots(
                 axes.plot(xs, ys, label=f"GPU {gpu}", linewidth=1)
         axes.set_title(title)
         axes.set_ylabel(unit)
-        axes.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
+        axes.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
         axes.grid(alpha=0.3)
         if series:
             axes.legend(loc="upper right", fontsize="small")

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlrig.errors import InputError, MissingExtraError
+from dlrig.errors import InputError
+from dlrig.extras import require
 from dlrig.knowledge import plan as knowledge
 from dlrig.knowledge.gpus import GpuSpec, catalogue
 from dlrig.knowledge.gpus import lookup as gpu_lookup
@@ -158,10 +159,7 @@ class Build:
 
 def load(path: str | Path) -> Build:
     """Read a build file; InputError (exit 2) naming the file and key for anything wrong."""
-    try:
-        import yaml
-    except ImportError:
-        raise MissingExtraError("pyyaml", "plan", "reading build files") from None
+    yaml = require("yaml", "plan", "reading build files", package="pyyaml")
     where = Path(path)
     try:
         text = where.read_text(encoding="utf-8")

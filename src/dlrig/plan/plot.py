@@ -5,18 +5,12 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from dlrig.errors import MissingExtraError
+from dlrig.extras import pyplot
 from dlrig.plan.rank import PlanResult
 
 
 def pareto_png(result: PlanResult, path: str | Path) -> str:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise MissingExtraError("matplotlib", "plan", "the Pareto plot") from None
+    plt = pyplot("plan", "the Pareto plot")
     from dlrig.outputs import write_bytes_atomic
 
     figure, axes = plt.subplots(figsize=(10, 6), dpi=100)

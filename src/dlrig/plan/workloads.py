@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dlrig.errors import InputError, MissingExtraError
+from dlrig.errors import InputError
+from dlrig.extras import require
 
 KEYS = (
     "name",
@@ -249,10 +250,7 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
 
 def load_file(path: str | Path) -> tuple[list[Workload], dict[str, Any]]:
     """Workloads and constraints from a YAML file."""
-    try:
-        import yaml
-    except ImportError:
-        raise MissingExtraError("pyyaml", "plan", "reading workload files") from None
+    yaml = require("yaml", "plan", "reading workload files", package="pyyaml")
     where = Path(path)
     try:
         data = yaml.safe_load(where.read_text(encoding="utf-8"))

@@ -336,10 +336,4 @@ def generate(facts: Facts, options: DockerOptions | None = None, **kwargs: objec
         ),
         *[f for f in env_files if f.path != "environment.yml"],
     ]
-    return Bundle(
-        target="docker",
-        facts=facts,
-        files=tuple(files),
-        decisions=tuple(decisions),
-        warnings=tuple(warnings),
-    )
+    return Bundle.of("docker", facts, files, decisions, warnings)

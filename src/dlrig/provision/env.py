@@ -295,10 +295,4 @@ def generate(facts: Facts, options: EnvOptions | None = None, **kwargs: object) 
         warnings.append(
             "not locked: run ./lock.sh (or pass --lock) to pin requirements.in with hashes"
         )
-    return Bundle(
-        target="env",
-        facts=facts,
-        files=tuple(files),
-        decisions=tuple(decisions),
-        warnings=tuple(warnings),
-    )
+    return Bundle.of("env", facts, files, decisions, warnings)

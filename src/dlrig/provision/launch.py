@@ -115,7 +115,7 @@ def generate(facts: Facts, options: LaunchOptions | None = None, **kwargs: objec
                 "shared/docs/notes/provision_hardware.md §1.6)",
             )
         )
-    return Bundle(target="launch", facts=facts, files=tuple(files), decisions=tuple(decisions))
+    return Bundle.of("launch", facts, files, decisions)
 
 
 def _torchrun(facts: Facts, options: LaunchOptions, nproc: int) -> GeneratedFile:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from dlrig.knowledge.gpus import GpuSpec
     from dlrig.knowledge.provision import OsRelease
     from dlrig.machine.model import Machine
@@ -54,14 +56,13 @@ class Facts:
             parts.append(f"{count}{self.gpu_name}" + (f" ({arch})" if arch else ""))
         if self.os is not None:
             parts.append(self.os.name)
-        if self.driver_version:
-            parts.append(f"driver {self.driver_version}")
-        if self.torch:
-            parts.append(f"torch {self.torch}")
-        if self.cuda:
-            parts.append(f"CUDA {self.cuda}")
-        if self.python:
-            parts.append(f"Python {self.python}")
+        versions = (
+            ("driver", self.driver_version),
+            ("torch", self.torch),
+            ("CUDA", self.cuda),
+            ("Python", self.python),
+        )
+        parts += [f"{name} {version}" for name, version in versions if version]
         return "; ".join(parts) or "no machine facts"
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,6 +121,18 @@ class Bundle:
     decisions: tuple[Decision, ...] = ()
     warnings: tuple[str, ...] = ()
     written: tuple[str, ...] = field(default=())  # paths on disk once written
+
+    @classmethod
+    def of(
+        cls,
+        target: str,
+        facts: Facts,
+        files: Iterable[GeneratedFile],
+        decisions: Iterable[Decision] = (),
+        warnings: Iterable[str] = (),
+    ) -> Bundle:
+        """A generator's answer from the lists it built up as it went."""
+        return cls(target, facts, tuple(files), tuple(decisions), tuple(warnings))
 
     def file(self, path: str) -> GeneratedFile:
         for generated in self.files:

@@ -280,10 +280,4 @@ def generate(facts: Facts, options: PowerOptions | None = None, **kwargs: object
             "https://slurm.schedmd.com/power_save.html (via shared/docs/notes/provision_hardware.md §4.1)",
         )
     )
-    return Bundle(
-        target="power",
-        facts=facts,
-        files=tuple(files),
-        decisions=tuple(decisions),
-        warnings=tuple(warnings),
-    )
+    return Bundle.of("power", facts, files, decisions, warnings)

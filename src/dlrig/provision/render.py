@@ -10,23 +10,17 @@ import shlex
 from typing import Any
 
 from dlrig import __version__
-from dlrig.errors import MissingExtraError
+from dlrig.jinja import template_environment
 from dlrig.provision.model import Facts
 
 
 @functools.cache
 def _environment() -> Any:
-    try:
-        import jinja2
-    except ImportError:
-        raise MissingExtraError("jinja2", "provision", "dlrig provision") from None
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("dlrig.provision", "templates"),
-        undefined=jinja2.StrictUndefined,  # a missing value is a bug, never an empty string
+    environment = template_environment(
+        "dlrig.provision",
+        "provision",
+        "dlrig provision",
         keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
         # Shell's ${#array[@]} must not open a Jinja comment.
         comment_start_string="{##",
         comment_end_string="##}",

@@ -12,13 +12,39 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dlrig.errors import MissingExtraError
+from dlrig.extras import pyplot
 
 SLOWDOWN = frozenset(
     {"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown", "hw_power_brake_slowdown"}
 )
 VERDICT_COLOURS = {"ok": "#2e7d32", "info": "#78909c", "low": "#c62828", "fail": "#6d1b1b"}
 SIZE = (6.4, 2.3)
+
+
+@dataclass(frozen=True)
+class _LoadChart:
+    """How the chart of one kind of host load is drawn: `title` may name the load's fields,
+    `lines` are (label, the load's series)."""
+
+    title: str
+    unit: str
+    lines: tuple[tuple[str, str], ...]
+    dots: bool = False
+
+
+_LOAD_CHARTS = {
+    "cpu": _LoadChart(
+        "CPU load ({workers} worker(s), SHA-256)", "MB/s", (("all workers", "hash_mb_s"),)
+    ),
+    "memory": _LoadChart("Host memory copies", "GB/s", (("read + write", "copy_gb_s"),)),
+    # A disk load writes and reads in alternate phases: each value a dot, not a line.
+    "disk": _LoadChart(
+        "Disk load",
+        "MB/s",
+        (("write + fsync", "write_mb_s"), ("read back", "read_mb_s")),
+        dots=True,
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -29,13 +55,7 @@ class Chart:
 
 
 def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise MissingExtraError("matplotlib", "report", "the report's charts") from None
+    plt = pyplot("report", "the report's charts")
     plt.rcParams.update(
         {
             "svg.fonttype": "none",  # text as <text>: searchable, selectable, small
@@ -153,6 +173,19 @@ def burn_in(section: dict[str, Any], key: str) -> list[Chart]:
     def gpu_series(name: str) -> list[tuple[str, list[float], list[Any]]]:
         return [(f"GPU {g['index']}", xs(g), g.get(name) or []) for g in gpus]
 
+    def gpu_chart(
+        chart: str,
+        title: str,
+        unit: str,
+        reading: str,
+        marks: Sequence[tuple[str, Sequence[float], Sequence[float]]] = (),
+        limits: Sequence[tuple[str, float]] = (),
+    ) -> Chart | None:
+        """A line per GPU of one reading."""
+        return _lines(
+            plt, f"{key}-{chart}", title, unit, gpu_series(reading), marks, limits, categories
+        )
+
     throttled: list[tuple[str, list[float], list[float]]] = []
     for gpu in gpus:
         points = [
@@ -167,42 +200,26 @@ def burn_in(section: dict[str, Any], key: str) -> list[Chart]:
                 (f"GPU {gpu['index']} slowdown", [p[0] for p in points], [p[1] for p in points])
             )
     slowdown = [g.get("temperature_slowdown_c") for g in gpus if g.get("temperature_slowdown_c")]
-    charts.append(
-        _lines(
-            plt,
-            f"{key}-clock",
-            "GPU SM clock",
-            "MHz",
-            gpu_series("sm_clock_mhz"),
-            throttled,
-            categories=categories,
-        )
-    )
-    charts.append(
-        _lines(
-            plt,
-            f"{key}-temperature",
-            "GPU temperature",
-            "°C",
-            gpu_series("temperature_c"),
-            limits=[("slowdown", min(slowdown))] if slowdown else (),
-            categories=categories,
-        )
-    )
     limits = [
         v for g in gpus for v in (g.get("power_limit_watts") or []) if isinstance(v, int | float)
     ]
-    charts.append(
-        _lines(
-            plt,
-            f"{key}-power",
+    charts += [
+        gpu_chart("clock", "GPU SM clock", "MHz", "sm_clock_mhz", throttled),
+        gpu_chart(
+            "temperature",
+            "GPU temperature",
+            "°C",
+            "temperature_c",
+            limits=[("slowdown", min(slowdown))] if slowdown else (),
+        ),
+        gpu_chart(
+            "power",
             "GPU power",
             "W",
-            gpu_series("power_watts"),
+            "power_watts",
             limits=[("power limit", max(limits))] if limits else (),
-            categories=categories,
-        )
-    )
+        ),
+    ]
     loads = section.get("loads") or []
     gpu_loads = [
         (f"GPU {load['subject']}", load["t"], load.get("tflops") or [])
@@ -227,38 +244,16 @@ def burn_in(section: dict[str, Any], key: str) -> list[Chart]:
             )
         )
     for load in loads:
-        if load["kind"] == "cpu":
+        drawn = _LOAD_CHARTS.get(load["kind"])
+        if drawn is not None:
             charts.append(
                 _lines(
                     plt,
-                    f"{key}-cpu-load",
-                    f"CPU load ({load['workers']} worker(s), SHA-256)",
-                    "MB/s",
-                    [("all workers", load["t"], load.get("hash_mb_s") or [])],
-                )
-            )
-        elif load["kind"] == "memory":
-            charts.append(
-                _lines(
-                    plt,
-                    f"{key}-memory-load",
-                    "Host memory copies",
-                    "GB/s",
-                    [("read + write", load["t"], load.get("copy_gb_s") or [])],
-                )
-            )
-        elif load["kind"] == "disk":
-            charts.append(
-                _lines(
-                    plt,
-                    f"{key}-disk-load",
-                    "Disk load",
-                    "MB/s",
-                    [
-                        ("write + fsync", load["t"], load.get("write_mb_s") or []),
-                        ("read back", load["t"], load.get("read_mb_s") or []),
-                    ],
-                    dots=True,
+                    f"{key}-{load['kind']}-load",
+                    drawn.title.format_map(load),
+                    drawn.unit,
+                    [(label, load["t"], load.get(series) or []) for label, series in drawn.lines],
+                    dots=drawn.dots,
                 )
             )
     return [c for c in charts if c is not None]

@@ -10,7 +10,7 @@ from typing import Any
 
 from dlrig import __version__
 from dlrig.accept.report import charts
-from dlrig.errors import MissingExtraError
+from dlrig.jinja import template_environment
 
 TEMPLATE = "page.html.j2"
 
@@ -44,16 +44,8 @@ def _is_command(line: str) -> bool:
 
 @functools.cache
 def _environment() -> Any:
-    try:
-        import jinja2
-    except ImportError:
-        raise MissingExtraError("jinja2", "report", "dlrig report") from None
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("dlrig.accept.report", "templates"),
-        autoescape=jinja2.select_autoescape(["html", "j2"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
+    environment = template_environment(
+        "dlrig.accept.report", "report", "dlrig report", autoescape=("html", "j2")
     )
     environment.filters.update(
         gib=_gib, num=_num, share=_share, duration=_duration, is_command=_is_command

@@ -7,14 +7,13 @@ read for its time series. Anything else is refused with one line naming the file
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dlrig.accept.series import thin
 from dlrig.errors import InputError
-from dlrig.inputs import check_readable_file, read_text
+from dlrig.inputs import check_readable_file, read_json
 
 MAX_JSON_BYTES = 200 * 1000 * 1000
 HISTORY_SCHEMA = "dlrig.monitor.history"
@@ -55,14 +54,12 @@ def load(path: str) -> Input:
         head = stream.read(len(SQLITE_MAGIC))
     if head == SQLITE_MAGIC:
         return Input(str(path), HISTORY_SCHEMA, history_document(str(path)))
-    text = read_text(path, "dlrig document", MAX_JSON_BYTES)
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path}: not JSON ({exc.msg} at line {exc.lineno})",
-            fix="give a file a dlrig command wrote with --json or --out, or a monitor --db",
-        ) from None
+    document = read_json(
+        path,
+        "dlrig document",
+        MAX_JSON_BYTES,
+        fix="give a file a dlrig command wrote with --json or --out, or a monitor --db",
+    )
     schema = document.get("schema") if isinstance(document, dict) else None
     if schema not in KNOWN:
         raise InputError(
