@@ -202,3 +202,61 @@ def test_map_dataset_reads_in_batches_with_a_plain_dataloader(packed: Path) -> N
     loader = DataLoader(dataset, batch_size=10, collate_fn=lambda batch: batch)
     total = sum(len(batch) for batch in loader)
     assert total == len(dataset) and calls and max(calls) == 10  # torch used __getitems__
+
+
+@pytest.fixture(scope="module")
+def one_shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """All samples in one shard (~0.5 MB): a batch of neighbours is one run long enough to be
+    read through rather than advised."""
+    root = tmp_path_factory.mktemp("packrun")
+    make_tree(root / "src", classes=2, per_class=16, big=12, seed=5)
+    pack.pack(root / "src", root / "dst", pack.PackOptions(shard_bytes=64 << 20, jobs=1))
+    return root / "dst"
+
+
+def test_merged_ranges_join_what_nearly_touches_and_keep_the_rest() -> None:
+    from dlrig.pack.reader import _GAP_BYTES, _merged
+
+    ranges = [(9000, 9100), (0, 100), (100, 200), (200 + _GAP_BYTES, 300 + _GAP_BYTES)]
+    ranges += [(1 << 30, (1 << 30) + 5), (50, 150)]
+    assert list(_merged(ranges)) == [(0, 300 + _GAP_BYTES), (1 << 30, (1 << 30) + 5)]
+    assert list(_merged([(10, 20)])) == [(10, 20)]
+
+
+def test_fill_reads_a_cold_range_into_the_cache_before_it_returns(one_shard: Path) -> None:
+    path = _shard_files(one_shard)[0]
+    size = os.path.getsize(path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for sink in (-1, None):  # sendfile to /dev/null, then the preadv fallback
+            readahead._Sink.fd = sink
+            _cold_or_skip([path])
+            assert readahead.fill(fd, 5000, size)
+            assert resident_fraction([path]) >= 0.97  # all but the first page, at once
+            _cold_or_skip([path])
+            assert not readahead.fill(fd, 0, size, stopped=lambda: True)
+            assert resident_fraction([path]) <= 0.01
+    finally:
+        readahead._Sink.fd = -1
+        os.close(fd)
+
+
+@pytest.mark.parametrize("order", ["contiguous", "scattered"])
+def test_a_cold_batch_reads_exactly_each_samples_bytes(one_shard: Path, order: str) -> None:
+    files = _shard_files(one_shard)
+    reader = pack.PackReader(pack.PackIndex(one_shard))
+    samples = list(range(len(reader.index)))
+    copies = [reader.get(s) for s in samples]
+    reader.close()
+    batch = samples if order == "contiguous" else samples[::-3] + samples[1::3]
+    assert (reader.ends[batch[0]] - reader.starts[batch[0]]) > 0
+    _cold_or_skip(files)
+    got = reader.get_many(batch)
+    if order == "contiguous":  # one run past _READ_RUN_BYTES: read through, synchronously
+        assert resident_fraction(files) >= 0.97
+    assert got == [copies[s] for s in batch]
+    assert all(type(data) is bytes for data in got)
+    reader.close()
+    _cold_or_skip(files)
+    assert [bytes(v) for v in reader.view_many(batch)] == [copies[s] for s in batch]
+    reader.close()

@@ -32,18 +32,20 @@ import mmap
 import os
 import resource
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from dlrig.errors import InputError
 from dlrig.pack import destination
 from dlrig.pack.format import FORMAT_NAME, SHARDS, ShardEntry, read_index
-from dlrig.pack.readahead import CHUNK_BYTES, cached
+from dlrig.pack.readahead import CHUNK_BYTES, cached, fill
 
 _PAGE = mmap.PAGESIZE
 _SPARE_FDS = 64
 _PROBES = 4  # samples of a batch probed for residency before deciding to advise it
+_GAP_BYTES = 16 << 10  # ranges this close are read as one
+_READ_RUN_BYTES = 256 << 10  # a merged run at least this long is read, not advised
 
 
 class PackIndex:
@@ -238,33 +240,51 @@ class PackReader:
                 return
 
     def advise(self, samples: Iterable[int]) -> None:
-        """Tell the kernel these samples are wanted soon: their byte ranges, merged where they
-        touch, are read into the page cache in the background (a few at once, not one page
-        fault at a time)."""
+        """Bring these samples' pages into the page cache, their byte ranges merged where they
+        (nearly) touch: the scattered ones are advised (WILLNEED) first, so they are read in
+        the background together, then runs of at least `_READ_RUN_BYTES` are read through
+        (`readahead.fill`) before this returns."""
         spans: dict[int, list[tuple[int, int]]] = {}
         starts, ends, shard_of = self.starts, self.ends, self.shard_of
         for sample in samples:
             spans.setdefault(shard_of[sample], []).append((starts[sample], ends[sample]))
+        reads: list[tuple[int, int, int]] = []
         for shard, ranges in spans.items():
             mapped = self._maps[shard]
             if mapped is None:
                 mapped = self._map(shard)
             if not isinstance(mapped, mmap.mmap):
                 continue
-            ranges.sort()
-            low, high = ranges[0]
-            for start, stop in ranges[1:]:
-                if start <= high + _PAGE:
-                    high = max(high, stop)
+            for low, high in _merged(ranges):
+                if high - low >= _READ_RUN_BYTES:
+                    reads.append((self._fds[shard], low, high))
                 else:
                     _willneed(mapped, low, high)
-                    low, high = start, stop
-            _willneed(mapped, low, high)
+        # Read through the page cache's read path (`fill`): the kernel's sequential readahead
+        # then keeps reading past this batch while its samples are used, and leaves large
+        # folios, which the map faults in cheaply (WILLNEED leaves 4 KiB pages).
+        with contextlib.suppress(OSError):
+            for fd, low, high in reads:
+                fill(fd, low, high)
 
     def close(self) -> None:
         for shard in list(self._open):
             self._unmap(shard)
         self._open = []
+
+
+def _merged(ranges: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """Sorted byte ranges with those closer than `_GAP_BYTES` merged (reading a small gap
+    costs less than another I/O)."""
+    ranges.sort()
+    low, high = ranges[0]
+    for start, stop in ranges[1:]:
+        if start <= high + _GAP_BYTES:
+            high = max(high, stop)
+        else:
+            yield low, high
+            low, high = start, stop
+    yield low, high
 
 
 def _willneed(mapped: mmap.mmap, start: int, stop: int) -> None:
