@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from dlrig.cli.common import console, json_option, print_json
+from dlrig.cli.common import choice_option, console, integer_option, json_option, print_json
 
 EXIT = (
     "Exit codes: 0 every verdict passes; 1 a verdict fails (the summary says what to do first); "
@@ -67,11 +67,10 @@ class _Progress:
 
 
 @click.command("accept", epilog=EXIT)
-@click.option(
+@choice_option(
     "--level",
-    type=click.Choice(["quick", "medium", "long"]),
+    choices=("quick", "medium", "long"),
     default="medium",
-    show_default=True,
     help="How much runs, as DCGM's diag levels: quick (compute, memory, storage; 1-minute "
     "burn-in), medium (every bench part, short; 5 minutes), long (every part, full; 15 minutes).",
 )
@@ -91,10 +90,9 @@ class _Progress:
     help="Judge recorded evidence instead of this machine (nvidia-smi -q -x, -q, --query-gpu "
     "CSV, a capture, a kernel log, a snapshot); no load is generated. Repeatable.",
 )
-@click.option(
+@integer_option(
     "--gpu-index",
-    "gpu_index",
-    type=click.IntRange(min=0),
+    min=0,
     multiple=True,
     metavar="N",
     help="Only this GPU (NVML's index). Repeatable; default every GPU.",

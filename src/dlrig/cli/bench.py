@@ -10,9 +10,11 @@ from typing import Any
 import click
 
 from dlrig.cli.common import (
-    FiniteFloat,
+    choice_option,
     console,
+    integer_option,
     json_option,
+    number_option,
     out_option,
     print_report,
     progress_bar,
@@ -27,11 +29,11 @@ from dlrig.cli.common import (
     "removed there) or an existing file to read.",
 )
 @click.option("--size", default="1G", show_default=True, help="storage: test file size.")
-@click.option(
+@number_option(
     "--random-seconds",
-    type=FiniteFloat(min=0, min_open=True),
+    min=0,
+    min_open=True,
     default=5.0,
-    show_default=True,
     help="storage: duration of the random-read test.",
 )
 @click.option("--no-fio", is_flag=True, help="storage: do not run fio beside dlrig's reader.")
@@ -42,15 +44,11 @@ from dlrig.cli.common import (
 )
 @click.option("--batch-size", type=int, default=64, show_default=True, help="dataloader batch.")
 @click.option("--processes", type=int, help="comms: local ranks (default: the GPUs, or 2 on CPU).")
-@click.option(
-    "--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True
-)
-@click.option(
+@choice_option("--device", choices=("auto", "cuda", "cpu"), default="auto")
+@integer_option(
     "--gpu-index",
-    "gpu_index",
-    type=click.IntRange(min=0),
+    min=0,
     default=0,
-    show_default=True,
     help="Which GPU of this machine, by index (compute, memory).",
 )
 @click.option("--quick", is_flag=True, help="Fewer sizes and shorter trials.")

@@ -1,11 +1,11 @@
-"""What every command shares: output options, the console, JSON printing."""
+"""What every command shares: option declarations, the console, JSON printing."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -34,6 +34,43 @@ def out_option(
     """--out: where output goes, a folder when the command writes several files, a file when
     it writes one (docs/conventions.md)."""
     return click.option("--out", dest, type=type, metavar=metavar, help=help)
+
+
+def choice_option(
+    *decls: str, choices: Sequence[str], help: str | None = None, **attrs: Any
+) -> Callable[[F], F]:
+    """An option that takes one of `choices`; --help lists them and shows the default, where
+    there is one (`attrs` are click.option's: default, flag_value, ...)."""
+    return click.option(*decls, type=click.Choice(choices), show_default=True, help=help, **attrs)
+
+
+def number_option(
+    *decls: str,
+    min: float | None = None,
+    max: float | None = None,
+    min_open: bool = False,
+    help: str | None = None,
+    **attrs: Any,
+) -> Callable[[F], F]:
+    """An option that takes a real number within bounds (see FiniteFloat); --help shows the
+    default, where there is one."""
+    return click.option(
+        *decls, type=FiniteFloat(min, max, min_open), show_default=True, help=help, **attrs
+    )
+
+
+def integer_option(
+    *decls: str,
+    min: int | None = None,
+    max: int | None = None,
+    help: str | None = None,
+    **attrs: Any,
+) -> Callable[[F], F]:
+    """An option that takes a whole number within bounds (click.IntRange, which --help states);
+    --help shows the default, where there is one."""
+    return click.option(
+        *decls, type=click.IntRange(min, max), show_default=True, help=help, **attrs
+    )
 
 
 def options_from(options_type: type[D], params: dict[str, Any], /, **given: Any) -> D:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from dlrig.cli.common import FiniteFloat, console, json_option, print_json
+from dlrig.cli.common import console, integer_option, json_option, number_option, print_json
 from dlrig.errors import InputError
 from dlrig.machine.model import Machine
 
@@ -55,26 +55,20 @@ _MAX_TIMEOUT_S = 3600.0
     metavar="DIR",
     help="A directory that holds training data (its disk is checked); repeatable.",
 )
-@click.option(
+@number_option(
     "--ram-ratio",
-    type=FiniteFloat(min=0.1, max=100),
+    min=0.1,
+    max=100,
     default=1.5,
-    show_default=True,
     help="Wanted host RAM as a multiple of total GPU memory.",
 )
-@click.option(
-    "--min-cores-per-gpu",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Wanted physical CPU cores per GPU.",
-)
-@click.option(
+@integer_option("--min-cores-per-gpu", min=1, default=4, help="Wanted physical CPU cores per GPU.")
+@number_option(
     "--timeout",
     "timeout_s",
-    type=FiniteFloat(min=0.5, max=_MAX_TIMEOUT_S),
+    min=0.5,
+    max=_MAX_TIMEOUT_S,
     default=10.0,
-    show_default=True,
     help=f"Seconds each probe may take (0.5 to {_MAX_TIMEOUT_S:.0f}).",
 )
 @click.option("--no-kernel-log", is_flag=True, help="Do not read dmesg for Xid errors.")

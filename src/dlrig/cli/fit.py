@@ -7,8 +7,27 @@ from typing import Any
 
 import click
 
-from dlrig.cli.common import console, json_option, options_from, print_json, print_report
+from dlrig.cli.common import (
+    choice_option,
+    console,
+    json_option,
+    options_from,
+    print_json,
+    print_report,
+)
 from dlrig.errors import InputError
+from dlrig.fit.options import (
+    ACTIVATIONS,
+    ATTENTION,
+    CHECKPOINTING,
+    ENGINES,
+    OFFLOAD,
+    OPTIMIZER_IMPLS,
+    OPTIMIZERS,
+    PRECISIONS,
+    STRATEGIES,
+    WEIGHT_FORMATS,
+)
 from dlrig.report import envelope
 
 EPILOG = (
@@ -23,39 +42,31 @@ EPILOG = (
 @click.option("--batch-size", type=int, help="Per-GPU batch size (default: the preset's).")
 @click.option("--seq-len", type=int, help="Sequence length for language models.")
 @click.option("--image-size", type=int, help="Image side in pixels for vision models.")
-@click.option(
+@choice_option(
     "--precision",
+    choices=PRECISIONS,
     default="auto",
-    show_default=True,
-    type=click.Choice(["auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16"]),
     help="auto: what people run: bf16 weights for an LLM fine-tuned from a 16-bit checkpoint, "
     "else bf16 autocast over fp32 weights (fp16 where the GPU has no bf16). bf16/fp16: pure "
     "16-bit weights and compute (fp16: model.half(), apex amp O2's compute).",
 )
-@click.option(
-    "--optimizer",
-    default="adamw",
-    show_default=True,
-    type=click.Choice(["sgd", "sgd-momentum", "adam", "adamw", "adafactor", "adamw-8bit"]),
-)
-@click.option(
+@choice_option("--optimizer", choices=OPTIMIZERS, default="adamw")
+@choice_option(
     "--grad-checkpointing",
-    type=click.Choice(["none", "full", "selective"]),
+    choices=CHECKPOINTING,
     is_flag=False,
     flag_value="full",
     default="none",
-    show_default=True,
     help="Activation checkpointing; the bare flag means full.",
 )
 @click.option(
     "--grad-accum", type=int, default=1, show_default=True, help="Gradient accumulation steps."
 )
 @click.option("--gpus", type=int, default=1, show_default=True, help="Data-parallel GPUs.")
-@click.option(
+@choice_option(
     "--strategy",
+    choices=STRATEGIES,
     default="ddp",
-    show_default=True,
-    type=click.Choice(["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp", "fsdp-grad-op"]),
     help="fsdp = FULL_SHARD, hsdp = HYBRID_SHARD (within --gpus-per-node), fsdp-grad-op = SHARD_GRAD_OP.",
 )
 @click.option(
@@ -86,25 +97,22 @@ EPILOG = (
     is_flag=True,
     help="QLoRA with one fp32 absmax per 64 weights (bnb_4bit_use_double_quant=False, LitGPT's bnb.nf4).",
 )
-@click.option(
+@choice_option(
     "--attention",
-    type=click.Choice(["sdpa", "eager"]),
+    choices=ATTENTION,
     default="sdpa",
-    show_default=True,
     help="Attention kernels: sdpa (fused flash/memory-efficient, transformers' default) or eager (S×S scores kept).",
 )
-@click.option(
+@choice_option(
     "--activations",
-    type=click.Choice(["model", "fused"]),
+    choices=ACTIVATIONS,
     default="model",
-    show_default=True,
     help="Activation functions as the model's code writes them, or fused: one kernel each (LitGPT, torchtune, Liger, hub kernels).",
 )
-@click.option(
+@choice_option(
     "--optimizer-impl",
-    type=click.Choice(["foreach", "for-loop", "fused"]),
+    choices=OPTIMIZER_IMPLS,
     default="foreach",
-    show_default=True,
     help="torch.optim step: foreach (CUDA default, parameter-sized temporaries), for-loop (foreach=False) or fused=True.",
 )
 @click.option(
@@ -117,23 +125,22 @@ EPILOG = (
     is_flag=True,
     help="Convolution nets in NHWC layout (model and inputs .to(memory_format=torch.channels_last)).",
 )
-@click.option(
+@choice_option(
     "--offload",
-    type=click.Choice(["none", "optimizer", "params"]),
+    choices=OFFLOAD,
     default="none",
-    show_default=True,
     help="CPU offload (ZeRO-Offload / FSDP CPUOffload); host RAM is reported.",
 )
 @click.option("--inference", is_flag=True, help="Serving: weights, KV cache, GPUs, tokens/s.")
-@click.option(
+@choice_option(
     "--weights",
-    type=click.Choice(["bf16", "fp16", "fp8", "int8", "int4"]),
+    choices=WEIGHT_FORMATS,
     help="Inference weight format (default bf16, fp16 where the GPU has no bf16).",
 )
 @click.option("--context", type=int, help="Inference: tokens per sequence (prompt + output).")
-@click.option(
+@choice_option(
     "--engine",
-    type=click.Choice(["graphs", "eager"]),
+    choices=ENGINES,
     help="Inference engine: graphs = CUDA-graph servers (vLLM, TensorRT-LLM, llama.cpp; default), "
     "eager = PyTorch generate (HF, LitGPT).",
 )
@@ -142,9 +149,9 @@ EPILOG = (
     is_flag=True,
     help="Instant count from the config only: parameters, optimizer state, KV cache (no trace).",
 )
-@click.option(
+@choice_option(
     "--interconnect",
-    type=click.Choice(["nvlink", "pcie"]),
+    choices=("nvlink", "pcie"),
     help="GPU-to-GPU link (default from the GPU: SXM → NVLink, PCIe card → PCIe).",
 )
 @click.option("--gpus-per-node", type=int, default=8, show_default=True)

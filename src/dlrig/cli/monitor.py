@@ -15,10 +15,10 @@ from typing import Any
 import click
 
 from dlrig.cli.common import (
-    FiniteFloat,
     console,
     console_wide,
     json_option,
+    number_option,
     print_json,
     print_report,
 )
@@ -216,20 +216,8 @@ def _group_json(ctx: click.Context, as_json: bool) -> bool:
 )
 @click.option("--db", help="Record samples into SQLite.")
 @duration_option
-@click.option(
-    "--max-age-days",
-    type=FiniteFloat(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="History kept (--db).",
-)
-@click.option(
-    "--max-size-mb",
-    type=FiniteFloat(min=0, min_open=True),
-    default=1024.0,
-    show_default=True,
-    help="History size cap.",
-)
+@number_option("--max-age-days", min=0, min_open=True, default=30.0, help="History kept (--db).")
+@number_option("--max-size-mb", min=0, min_open=True, default=1024.0, help="History size cap.")
 @json_option
 @click.pass_context
 def record_command(
@@ -266,31 +254,11 @@ def record_command(
 @monitor_command.command("report", epilog=REPORT_EXIT)
 @click.argument("db")
 @out_option("Write PNG plots of the history into this folder.", "--plots")
-@click.option(
-    "--price-per-kwh",
-    type=FiniteFloat(min=0),
-    help="Electricity price, for the energy cost.",
-)
+@number_option("--price-per-kwh", min=0, help="Electricity price, for the energy cost.")
 @click.option("--currency", default="USD", show_default=True)
-@click.option(
-    "--idle-below",
-    type=FiniteFloat(min=0, max=100),
-    default=5.0,
-    show_default=True,
-    help="Idle threshold, % util.",
-)
-@click.option(
-    "--idle-min-seconds",
-    type=FiniteFloat(min=0),
-    default=60.0,
-    show_default=True,
-    help="Shortest idle period listed.",
-)
-@click.option(
-    "--last-hours",
-    type=FiniteFloat(min=0, min_open=True),
-    help="Only the last N hours of the history.",
-)
+@number_option("--idle-below", min=0, max=100, default=5.0, help="Idle threshold, % util.")
+@number_option("--idle-min-seconds", min=0, default=60.0, help="Shortest idle period listed.")
+@number_option("--last-hours", min=0, min_open=True, help="Only the last N hours of the history.")
 @json_option
 @click.pass_context
 def report_command(

@@ -14,7 +14,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from dlrig.cli.common import F, FiniteFloat
+from dlrig.cli.common import F, number_option
 from dlrig.cli.common import out_option as common_out_option
 from dlrig.errors import InputError
 
@@ -64,11 +64,11 @@ def source_options(function: F) -> F:
         click.option(
             "--replay-state", help="Replay only this state of a capture (e.g. idle, load)."
         ),
-        click.option(
+        number_option(
             "--frame-seconds",
-            type=FiniteFloat(min=0, min_open=True),
+            min=0,
+            min_open=True,
             default=30.0,
-            show_default=True,
             help="Seconds each replayed state/file is shown before the next.",
         ),
         click.option(
@@ -76,12 +76,8 @@ def source_options(function: F) -> F:
             type=int,
             help="Replay each recorded GPU N times (to try an N-GPU setup with a 1-GPU file).",
         ),
-        click.option(
-            "--interval",
-            type=FiniteFloat(min=0.05, max=3600),
-            default=1.0,
-            show_default=True,
-            help="Seconds between samples.",
+        number_option(
+            "--interval", min=0.05, max=3600, default=1.0, help="Seconds between samples."
         ),
         click.option(
             "--gpu-index",
@@ -129,10 +125,8 @@ def source_settings(ctx: click.Context, values: dict[str, Any]) -> SourceSetting
 
 def duration_option(function: F) -> F:
     """--duration SECONDS for the commands that otherwise run until stopped (serve, record)."""
-    return click.option(
-        "--duration",
-        type=FiniteFloat(min=0, min_open=True),
-        help="Stop after this many seconds (default: run).",
+    return number_option(
+        "--duration", min=0, min_open=True, help="Stop after this many seconds (default: run)."
     )(function)
 
 

@@ -9,7 +9,15 @@ from typing import Any
 
 import click
 
-from dlrig.cli.common import console, console_wide, json_option, print_json, progress_bar
+from dlrig.cli.common import (
+    choice_option,
+    console,
+    console_wide,
+    json_option,
+    print_json,
+    print_report,
+    progress_bar,
+)
 
 _SUBCOMMANDS = ("create", "verify", "bench")
 _EXIT_PACK = (
@@ -110,12 +118,11 @@ def _progress(what: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
 @pack_command.command("create", epilog=_EXIT_PACK)
 @click.argument("src")
 @click.argument("dst")
-@click.option(
+@choice_option(
     "--format",
     "fmt",
-    type=click.Choice(["dlrig", "lmdb", "hdf5", "webdataset"]),
+    choices=("dlrig", "lmdb", "hdf5", "webdataset"),
     default="dlrig",
-    show_default=True,
     help="dlrig's shards (read with dlrig.pack.Dataset), or another library's format.",
 )
 @click.option(
@@ -172,10 +179,7 @@ def create_command(
     )
     with _progress("packing", as_json) as progress:
         report = pack.pack(src, dst, options, progress)
-    if as_json:
-        print_json(report.to_dict())
-    else:
-        render_pack(report, console())
+    print_report(report, as_json, render_pack)
 
 
 def _extensions(text: str) -> tuple[str, ...]:
@@ -206,10 +210,7 @@ def verify_command(dst: str, jobs: int | None, as_json: bool) -> None:
 
     with _progress("verifying", as_json) as progress:
         report = pack.verify(dst, jobs, progress)
-    if as_json:
-        print_json(report.to_dict())
-    else:
-        render_verify(report, console())
+    print_report(report, as_json, render_verify)
     if not report.ok:
         sys.exit(1)
 
@@ -260,35 +261,8 @@ def bench_command(
     ):
         if value is not None and value < 1:
             raise InputError(f"{name} {value}: needs at least 1", fix=f"e.g. {name} 1000")
-    results = _bench(
-        bench_pack, dst, samples, decode_samples, workers, no_decode, no_loose, drop_caches, as_json
-    )
-    if as_json:
-        body: dict[str, Any] = {
-            "command": "bench",
-            "dst": dst,
-            "results": [r.to_dict() for r in results],
-        }
-        print_json(envelope("dlrig.pack", 1, body))
-    else:
-        render_bench(results, console_wide())
-    if any(r.verdict == "low" for r in results):
-        sys.exit(1)
-
-
-def _bench(
-    bench_pack: Any,
-    dst: str,
-    samples: int | None,
-    decode_samples: int,
-    workers: int,
-    no_decode: bool,
-    no_loose: bool,
-    drop_caches: bool,
-    quiet: bool,
-) -> list[Any]:
-    with progress_bar("pack bench", quiet) as progress:
-        return list(
+    with progress_bar("pack bench", as_json) as progress:
+        results = list(
             bench_pack.run(
                 dst,
                 samples=samples,
@@ -300,3 +274,14 @@ def _bench(
                 progress=progress,
             )
         )
+    if as_json:
+        body: dict[str, Any] = {
+            "command": "bench",
+            "dst": dst,
+            "results": [r.to_dict() for r in results],
+        }
+        print_json(envelope("dlrig.pack", 1, body))
+    else:
+        render_bench(results, console_wide())
+    if any(r.verdict == "low" for r in results):
+        sys.exit(1)

@@ -9,6 +9,7 @@ import click
 
 from dlrig.cli.common import (
     F,
+    choice_option,
     console,
     console_wide,
     json_option,
@@ -98,18 +99,18 @@ Figures marked ASSUMPTION in the output have no primary source (the seeds' liqui
     "--deadline", help="Longest acceptable time per run (48h, 3d); per workload: deadline=."
 )
 @click.option("--circuit", help="Power circuit the build plugs into: 230V16A, 120V15A, 2x230V16A.")
-@click.option(
+@choice_option(
     "--form-factor",
-    type=click.Choice(["any", "workstation", "4u-server"]),
+    choices=("any", "workstation", "4u-server"),
     help="Builds of this form only (4u-server includes HGX).",
 )
-@click.option("--condition", type=click.Choice(["any", "new", "used"]), help="New or used GPUs.")
+@choice_option("--condition", choices=("any", "new", "used"), help="New or used GPUs.")
 @click.option("--cloud/--no-cloud", default=None, help="Include cloud options (default: yes).")
 @click.option("--gpu", "gpus", multiple=True, help="Consider only this catalogue GPU; repeatable.")
 @click.option("--max-gpus", type=int, help="Most GPUs in one build or instance (default 8).")
-@click.option(
+@choice_option(
     "--cooling",
-    type=click.Choice(["air", "liquid"]),
+    choices=("air", "liquid"),
     help="Cooling of the builds (liquid uses the ASSUMPTION factors).",
 )
 @_energy_price_options

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from dlrig.cli.common import choice_option, integer_option
 from dlrig.cli.provision_options import fact_options, generate_target, packages_option
 
 EXIT_CODES = (
@@ -65,11 +66,10 @@ def env_command(ctx: click.Context, /, **params: Any) -> None:
 @fact_options
 @packages_option("Another package for the image (repeatable).")
 @click.option("--lock", is_flag=True, help="Lock --with packages with hashes now (uv pip compile).")
-@click.option(
+@choice_option(
     "--flavor",
-    type=click.Choice(["base", "runtime", "devel"]),
+    choices=("base", "runtime", "devel"),
     default="base",
-    show_default=True,
     help="nvidia/cuda image flavour.",
 )
 @click.option(
@@ -140,18 +140,13 @@ def nccl_command(
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @fact_options
-@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Machines.")
+@integer_option("--nodes", min=1, default=1, help="Machines.")
 @click.option(
     "--gpus-per-node",
     type=int,
     help="GPUs per machine, one process each (default: the facts' GPU count, or 1).",
 )
-@click.option(
-    "--scheduler",
-    type=click.Choice(["torchrun", "slurm", "kubeflow"]),
-    default="torchrun",
-    show_default=True,
-)
+@choice_option("--scheduler", choices=("torchrun", "slurm", "kubeflow"), default="torchrun")
 @click.option("--job-name", help="Job name (default: from the script's name).")
 @click.option(
     "--torchrun",
@@ -159,8 +154,8 @@ def nccl_command(
     show_default=True,
     help="torchrun command on the nodes.",
 )
-@click.option("--rdzv-port", type=click.IntRange(1, 65535), default=29500, show_default=True)
-@click.option("--cpus-per-task", type=click.IntRange(min=1), help="Slurm CPUs per node task.")
+@integer_option("--rdzv-port", min=1, max=65535, default=29500)
+@integer_option("--cpus-per-task", min=1, help="Slurm CPUs per node task.")
 @click.option(
     "--time", "time_limit", default="01:00:00", show_default=True, help="Slurm time limit."
 )
@@ -229,13 +224,8 @@ def launch_command(ctx: click.Context, /, **params: Any) -> None:
     show_default=True,
     help="SlurmUser of slurm.conf: it runs the power-saving scripts and must read the IPMI password.",
 )
-@click.option(
-    "--suspend-time",
-    "suspend_time_s",
-    type=click.IntRange(min=60),
-    default=1800,
-    show_default=True,
-    help="Slurm SuspendTime (s).",
+@integer_option(
+    "--suspend-time", "suspend_time_s", min=60, default=1800, help="Slurm SuspendTime (s)."
 )
 @click.pass_context
 def power_command(ctx: click.Context, /, **params: Any) -> None:
@@ -255,7 +245,7 @@ def power_command(ctx: click.Context, /, **params: Any) -> None:
     help="Image with dlrig[monitor] installed.",
 )
 @click.option("--namespace", default="monitoring", show_default=True)
-@click.option("--port", type=click.IntRange(1, 65535), default=9480, show_default=True)
+@integer_option("--port", min=1, max=65535, default=9480)
 @click.option("--interval", default="15s", show_default=True, help="Scrape interval.")
 @click.option("--dcgm-names", is_flag=True, help="Serve dcgm-exporter's metric names.")
 @click.pass_context

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from dlrig.cli.common import console, json_option, options_from, out_option, print_json
+from dlrig.cli.common import (
+    console,
+    integer_option,
+    json_option,
+    options_from,
+    out_option,
+    print_json,
+)
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -39,13 +46,7 @@ def fact_options(function: F) -> F:
                 metavar="MODEL",
                 help="GPU model from the catalogue (id or alias: rtx-4090, a100, H100-SXM5-80GB).",
             ),
-            click.option(
-                "--gpus",
-                "gpu_count",
-                type=click.IntRange(min=0),
-                metavar="N",
-                help="GPUs per machine.",
-            ),
+            integer_option("--gpus", "gpu_count", min=0, metavar="N", help="GPUs per machine."),
             click.option(
                 "--os",
                 "os_name",
