@@ -9,7 +9,7 @@ Prometheus Operator ServiceMonitor.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from dlrig.errors import InputError
 from dlrig.provision.model import Bundle, Decision, Facts, GeneratedFile
@@ -48,18 +48,13 @@ def generate(facts: Facts, options: MonitorK8sOptions | None = None, **kwargs: o
             f"--node-selector {options.node_selector}: not KEY=VALUE",
             fix="e.g. nvidia.com/gpu.present=true",
         )
+    # The template's variables are the options' own fields, and the selector split in two.
     text = render(
         "k8s/monitor.yaml.j2",
         header=header(facts, "monitor-k8s"),
-        name=options.name,
-        namespace=options.namespace,
-        image=options.image,
-        port=options.port,
-        interval=options.interval,
-        dcgm_names=options.dcgm_names,
-        runtime_class=options.runtime_class,
         node_selector_key=key,
         node_selector_value=value,
+        **asdict(options),
     )
     decisions = (
         Decision(

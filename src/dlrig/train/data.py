@@ -173,29 +173,25 @@ class StopFlag:
         self.requested = False
 
 
+@dataclass(eq=False)
 class TrainLoader:
     """Iterates the rebuilt DataLoader: times the wait for each batch, counts the position."""
 
-    def __init__(
-        self,
-        loader: Any,
-        batches: ShardedBatches | None,
-        timing: Timing,
-        stop: StopFlag,
-        generators: dict[str, torch.Generator],
-        log: RunLog,
-    ) -> None:
-        self.loader = loader
-        self.batches = batches
-        self.timing = timing
-        self.stop = stop
-        self.generators = generators
-        self.log = log
-        self.position = batches.position if batches is not None else Position()
-        self.epoch_start_rng: dict[str, Any] | None = None
-        self._pending_epoch_rng: dict[str, Any] | None = None
-        self._pending_rng: dict[str, Any] | None = None
-        self._skip_batches = 0  # an IterableDataset resumes by reading past what it gave
+    loader: Any
+    batches: ShardedBatches | None
+    timing: Timing
+    stop: StopFlag
+    generators: dict[str, torch.Generator]
+    log: RunLog
+    position: Position = field(init=False)
+    epoch_start_rng: dict[str, Any] | None = field(default=None, init=False)
+    _pending_epoch_rng: dict[str, Any] | None = field(default=None, init=False)
+    _pending_rng: dict[str, Any] | None = field(default=None, init=False)
+    # An IterableDataset resumes by reading past what it gave.
+    _skip_batches: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.position = self.batches.position if self.batches is not None else Position()
 
     @property
     def dataset(self) -> Any:

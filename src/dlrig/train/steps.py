@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -68,39 +69,32 @@ def _looks_collective(exc: BaseException) -> bool:
     return any(word in text for word in _COLLECTIVE_WORDS)
 
 
+@dataclass(eq=False)
 class StepEngine:
-    def __init__(
-        self,
-        run: Run,
-        model: torch.nn.Module,
-        ddp: Any,
-        optimizer: Any,
-        scheduler: Any,
-        scaler: torch.amp.GradScaler | None,
-        overflow: OverflowWatch | None,
-        agreed: AgreedGradients | None,
-        backoff: bool,
-    ) -> None:
-        self.run = run
-        self.model = model
-        self.ddp = ddp
-        self.optimizer = optimizer
-        self.scheduler = scheduler
-        self.scaler = scaler
-        self.overflow = overflow
-        self.agreed = agreed
-        self.backoff = backoff
+    run: Run
+    model: torch.nn.Module
+    ddp: Any
+    optimizer: Any
+    scheduler: Any
+    scaler: torch.amp.GradScaler | None
+    overflow: OverflowWatch | None
+    agreed: AgreedGradients | None
+    backoff: bool
+    plan: BatchPlan | None = field(default=None, init=False)
+    micro: int = field(default=_NO_SPLIT, init=False)
+    next_event: int = field(default=0, init=False)
+    comm_s: float = field(default=0.0, init=False)
+    comm_timer: CommTimer | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        # Read from the run once, so the step reads one attribute instead of a chain.
+        run = self.run
         self.timing = run.timing
         self.world_size = run.world.world_size
         self.autocast = None if run.precision.dtype is None else run.precision.autocast
         self.clip = run.options.clip_grad_norm
         self.injector = run.options.inject_oom
         self.params = [p for p in run.module.parameters()] if run.module is not None else []
-        self.plan: BatchPlan | None = None
-        self.micro = _NO_SPLIT
-        self.next_event = 0
-        self.comm_s = 0.0
-        self.comm_timer: CommTimer | None = None
 
     @property
     def started(self) -> float | None:

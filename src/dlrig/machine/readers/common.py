@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlrig.machine.model import ProbeIssue
+from dlrig.machine.model import Driver, Gpu, Machine, Origin, ProbeIssue
 
 # Top-level sections of a Machine, in report order.
 SECTIONS: tuple[str, ...] = (
@@ -33,6 +33,25 @@ def recorded_only_issues(input_kind: str, present: tuple[str, ...]) -> tuple[Pro
         ProbeIssue(section, f"not recorded in this {input_kind} input")
         for section in SECTIONS
         if section not in present
+    )
+
+
+def gpu_query_machine(
+    kind: str,
+    command: str,
+    path: str | None,
+    driver: Driver,
+    gpus: tuple[Gpu, ...],
+    collected_at: str | None = None,
+    issues: tuple[ProbeIssue, ...] = (),
+) -> Machine:
+    """The Machine of one recorded nvidia-smi query: its driver and GPU sections, and a note
+    for every other section that the output of `command` does not carry."""
+    return Machine(
+        origin=Origin(kind=kind, path=path, collected_at=collected_at, detail=command),
+        driver=driver,
+        gpus=gpus,
+        probe_issues=issues + recorded_only_issues(command, ("driver", "gpus")),
     )
 
 

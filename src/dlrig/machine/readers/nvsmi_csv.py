@@ -16,12 +16,11 @@ from dlrig.machine.model import (
     Gpu,
     GpuProcess,
     Machine,
-    Origin,
     RemappedRows,
     RetiredPages,
 )
 from dlrig.machine.readers import fields, values
-from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
+from dlrig.machine.readers.common import catalogue_id_for, gpu_query_machine
 
 _UNIT_IN_HEADER = re.compile(r"\s*\[([^\]]+)\]\s*$")
 _REASON_PREFIXES = ("clocks_event_reasons.", "clocks_throttle_reasons.")
@@ -179,9 +178,4 @@ def read(text: str, path: str | None) -> Machine:
         nvidia_pci_devices=len(gpus),
         kernel_module_loaded=True,
     )
-    return Machine(
-        origin=Origin(kind="nvidia-smi-csv", path=path, detail="nvidia-smi --query-gpu"),
-        driver=driver,
-        gpus=gpus,
-        probe_issues=recorded_only_issues("nvidia-smi --query-gpu", ("driver", "gpus")),
-    )
+    return gpu_query_machine("nvidia-smi-csv", "nvidia-smi --query-gpu", path, driver, gpus)

@@ -17,12 +17,11 @@ from dlrig.machine.model import (
     GpuProcess,
     Machine,
     MigDevice,
-    Origin,
     RemappedRows,
     RetiredPages,
 )
 from dlrig.machine.readers import fields, values
-from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
+from dlrig.machine.readers.common import catalogue_id_for, gpu_query_machine
 
 # nvidia-smi pads every label before its colon ("Bus Id      : 00000000:83:00.0"), so a colon
 # without whitespace before it belongs to the text ("GPU 00000000:83:00.0" is a section label).
@@ -295,11 +294,4 @@ def read(text: str, path: str | None) -> Machine:
     driver, gpus, timestamp = parse(text)
     if not gpus and driver.version is None:
         raise ValueError("no GPU or driver section found in this nvidia-smi -q text")
-    return Machine(
-        origin=Origin(
-            kind="nvidia-smi-text", path=path, collected_at=timestamp, detail="nvidia-smi -q"
-        ),
-        driver=driver,
-        gpus=gpus,
-        probe_issues=recorded_only_issues("nvidia-smi -q", ("driver", "gpus")),
-    )
+    return gpu_query_machine("nvidia-smi-text", "nvidia-smi -q", path, driver, gpus, timestamp)

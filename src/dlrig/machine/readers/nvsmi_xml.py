@@ -18,14 +18,13 @@ from dlrig.machine.model import (
     GpuProcess,
     Machine,
     MigDevice,
-    Origin,
     PcieLink,
     ProbeIssue,
     RemappedRows,
     RetiredPages,
 )
 from dlrig.machine.readers import fields, values
-from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
+from dlrig.machine.readers.common import catalogue_id_for, gpu_query_machine
 
 
 def _find(node: ET.Element | None, path: str) -> str | None:
@@ -294,14 +293,12 @@ def read(text: str, path: str | None) -> Machine:
     if root.tag != "nvidia_smi_log":
         raise ValueError(f"the XML root is <{root.tag}>, not <nvidia_smi_log>")
     driver, gpus, issues = parse_root(root)
-    return Machine(
-        origin=Origin(
-            kind="nvidia-smi-xml",
-            path=path,
-            collected_at=values.text(_find(root, "timestamp")),
-            detail="nvidia-smi -q -x",
-        ),
-        driver=driver,
-        gpus=gpus,
-        probe_issues=tuple(issues) + recorded_only_issues("nvidia-smi -q -x", ("driver", "gpus")),
+    return gpu_query_machine(
+        "nvidia-smi-xml",
+        "nvidia-smi -q -x",
+        path,
+        driver,
+        gpus,
+        collected_at=values.text(_find(root, "timestamp")),
+        issues=tuple(issues),
     )
