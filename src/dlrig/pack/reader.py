@@ -32,7 +32,7 @@ import mmap
 import os
 import resource
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,26 +199,25 @@ class PackReader:
     def get_many(self, samples: Sequence[int]) -> list[bytes]:
         """`[get(i) for i in samples]`, with the batch's reads put in flight first when the
         cache looks cold (`will_read`)."""
+        return self._many(samples, self._maps, self._map)
+
+    def view_many(self, samples: Sequence[int]) -> list[memoryview]:
+        """`[view(i) for i in samples]`, with the same cold-cache batching as `get_many`."""
+        return self._many(samples, self._views, self._view)
+
+    def _many(
+        self, samples: Sequence[int], maps: list[Any], fetch: Callable[[int], Any]
+    ) -> list[Any]:
+        """One slice per sample out of `maps` (the maps, or their views), each shard opened
+        with `fetch` on first use."""
         self.will_read(samples)
-        starts, ends, shard_of, maps = self.starts, self.ends, self.shard_of, self._maps
+        starts, ends, shard_of = self.starts, self.ends, self.shard_of
         out = []
         for sample in samples:
             mapped = maps[shard_of[sample]]
             if mapped is None:
-                mapped = self._map(shard_of[sample])
+                mapped = fetch(shard_of[sample])
             out.append(mapped[starts[sample] : ends[sample]])
-        return out
-
-    def view_many(self, samples: Sequence[int]) -> list[memoryview]:
-        """`[view(i) for i in samples]`, with the same cold-cache batching as `get_many`."""
-        self.will_read(samples)
-        starts, ends, shard_of, views = self.starts, self.ends, self.shard_of, self._views
-        out = []
-        for sample in samples:
-            view = views[shard_of[sample]]
-            if view is None:
-                view = self._view(shard_of[sample])
-            out.append(view[starts[sample] : ends[sample]])
         return out
 
     def will_read(self, samples: Sequence[int]) -> None:

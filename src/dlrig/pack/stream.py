@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from itertools import accumulate
 from typing import Any
 
@@ -25,31 +26,27 @@ _SEQUENTIAL_UNIT_BYTES = 16 << 20
 _AHEAD_BYTES = 64 << 20
 
 
+@dataclass(eq=False)
 class Stream:
-    def __init__(
-        self,
-        index: PackIndex,
-        *,
-        batch_size: int = 1,
-        shuffle: bool = True,
-        seed: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
-        drop_last: bool = False,
-        shuffle_window: int | None = None,
-        readahead: bool = True,
-    ) -> None:
-        self.index = index
-        self.reader = PackReader(index)
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.rank = rank
-        self.world_size = world_size
-        self.drop_last = drop_last
-        self.readahead = readahead
-        counts = index.shard_counts
-        self.window = shuffle_window or max(1, round(sum(counts) / max(1, len(counts))))
+    """One rank's reading of a pack: which samples, in which order, read ahead how."""
+
+    index: PackIndex
+    _: KW_ONLY
+    batch_size: int = 1
+    shuffle: bool = True
+    seed: int = 0
+    rank: int = 0
+    world_size: int = 1
+    drop_last: bool = False
+    shuffle_window: int | None = None  # default: the mean shard's sample count
+    readahead: bool = True
+    reader: PackReader = field(init=False, repr=False)
+    window: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reader = PackReader(self.index)
+        counts = self.index.shard_counts
+        self.window = self.shuffle_window or max(1, round(sum(counts) / max(1, len(counts))))
 
     def __len__(self) -> int:
         low, high = rank_bounds(len(self.index), self.rank, self.world_size, self.drop_last)
