@@ -48,14 +48,9 @@ def _attention_backward(
 
 @_attention_backward.register_fake
 def _attention_backward_fake(
-    grad: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    causal: bool,
+    grad: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *saved: Any
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # The gradients have the inputs' shapes; what forward saved (out, lse, causal) is unused.
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 

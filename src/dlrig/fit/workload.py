@@ -15,16 +15,6 @@ from typing import Any
 
 from dlrig.errors import InputError, MissingExtraError
 
-TASKS = (
-    "image_classification",
-    "causal_lm",
-    "masked_lm",
-    "bert_pretraining",
-    "question_answering",
-    "sequence_classification",
-    "seq2seq",
-    "custom",
-)
 TEXT_TASKS = (
     "causal_lm",
     "masked_lm",
@@ -33,6 +23,7 @@ TEXT_TASKS = (
     "sequence_classification",
     "seq2seq",
 )
+TASKS = ("image_classification", *TEXT_TASKS, "custom")
 
 
 @dataclass
