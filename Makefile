@@ -60,6 +60,7 @@ bench: $(VENV)/.stamp-test
 	$(BIN)/python benchmarks/plan_speed.py
 	$(BIN)/python benchmarks/train_overhead.py
 	$(BIN)/python benchmarks/pack_vs_formats.py
+	$(BIN)/python benchmarks/pack_fill_contention.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
