@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from dlrig.bench import storage  # noqa: E402
+from dlrig.bench import reads, storage  # noqa: E402
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
     # dlrig reads into a transparent huge page; fio can only get one through hugetlbfs
     # (--mem=shmhuge). As root, reserve a few for the run and give them back afterwards.
     reserved = None
-    if storage.huge_pages_free() < 2 and os.geteuid() == 0 and not args.no_hugepages:
+    if reads.huge_pages_free() < 2 and os.geteuid() == 0 and not args.no_hugepages:
         knob = Path("/proc/sys/vm/nr_hugepages")
         reserved = knob.read_text().strip()
         knob.write_text(str(int(reserved) + 8))
@@ -52,7 +52,7 @@ def main() -> None:
             Path("/proc/sys/vm/nr_hugepages").write_text(reserved)
     fio_memory = (
         "huge pages (--mem=shmhuge)"
-        if reserved is not None or storage.huge_pages_free() >= 2
+        if reserved is not None or reads.huge_pages_free() >= 2
         else "ordinary pages"
     )
     _report(args, size, figures, fio_memory)
@@ -61,18 +61,18 @@ def main() -> None:
 def _measure(args: argparse.Namespace, size: int) -> dict[tuple[str, str], list[float]]:
     figures: dict[tuple[str, str], list[float]] = {}
     with storage.test_file(Path(args.dir), size, lambda label, fraction: None) as path:
-        direct = storage.cache_mode(path) == "O_DIRECT"
+        direct = reads.cache_mode(path) == "O_DIRECT"
         for round_number in range(args.rounds):
             for pattern in ("seq", "random"):
                 order = ("dlrig", "fio") if round_number % 2 == 0 else ("fio", "dlrig")
                 for tool in order:
                     if tool == "dlrig":
                         if pattern == "seq":
-                            result, _ = storage.sequential_read(path)
+                            result, _ = reads.sequential_read(path)
                         else:
-                            result, _ = storage.random_read(path, seconds=args.seconds)
+                            result, _ = reads.random_read(path, seconds=args.seconds)
                     else:
-                        block = storage.SEQ_BLOCK if pattern == "seq" else storage.RANDOM_BLOCK
+                        block = reads.SEQ_BLOCK if pattern == "seq" else reads.RANDOM_BLOCK
                         found = storage.fio(
                             path,
                             pattern,

@@ -12,19 +12,23 @@ existing file is only read.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
-import mmap
 import os
-import random
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+from dlrig.bench.reads import (
+    RANDOM_BLOCK,
+    SEQ_BLOCK,
+    SEQ_LIMIT_BYTES,
+    ReadFigures,
+    huge_pages_free,
+    random_read,
+    sequential_read,
+)
 from dlrig.bench.results import BenchResult, Progress, judged, no_progress
 from dlrig.errors import InputError
 from dlrig.machine.storage import filesystem_type
@@ -32,24 +36,12 @@ from dlrig.machine.storage import filesystem_type
 # An 8-GPU image-training job reading ~110 KB JPEGs at ~1,000 images/s per GPU needs
 # ~0.9 GB/s; below 1 GB/s the disk, not the GPUs, sets the pace.
 NEEDED_MB_S = 1000.0
-SEQ_BLOCK = 1 << 20
-RANDOM_BLOCK = 128 << 10  # a typical training image file
-_ALIGN = 4096
 _FIX = (
     "the dataset's storage reads below the ~1 GB/s an image-training pipeline needs: put the "
     "dataset on local NVMe (or cache it there), pack small files into large shards "
     "(WebDataset/TFRecord/`dlrig pack`) so reads are sequential, and read with several "
     "DataLoader workers"
 )
-
-
-@dataclass(frozen=True)
-class ReadFigures:
-    mb_per_s: float
-    iops: float
-    seconds: float
-    bytes_read: int
-    buffer: str = "a transparent huge page"  # what the reads landed in (see read_buffer)
 
 
 def _parse_size(text: str) -> int:
@@ -138,129 +130,6 @@ def _fill(handle: int, size: int, progress: Progress, directory: Path) -> None:
             f"{directory}: cannot write the test file ({exc.strerror})",
             fix="check the directory and the disk (`dmesg` for I/O errors)",
         ) from None
-
-
-def _open_uncached(path: Path) -> tuple[int, str]:
-    """A read-only fd that bypasses the page cache, and how."""
-    flags = os.O_RDONLY | getattr(os, "O_DIRECT", 0)
-    try:
-        fd = os.open(path, flags)
-        # Some filesystems accept the flag and fail the first read (EINVAL): try one.
-        buffer = mmap.mmap(-1, _ALIGN)
-        os.preadv(fd, [buffer], 0)
-        buffer.close()
-        return fd, "O_DIRECT"
-    except OSError:
-        with contextlib.suppress(NameError, OSError):
-            os.close(fd)
-    fd = os.open(path, os.O_RDONLY)
-    return fd, "buffered"
-
-
-_HUGE = 2 << 20
-
-
-def read_buffer(size: int) -> memoryview:
-    """A page-aligned buffer of `size` bytes, on a transparent huge page where the kernel
-    allows it.
-
-    Direct I/O hands the device one segment per physically contiguous run of the buffer. With
-    4 KiB pages scattered in RAM a 1 MiB read is 256 segments: virtio disks (254 segments per
-    request) split it in two, and every device pays per segment. Measured on a cloud VM: the
-    same 1 MiB O_DIRECT reads ran at 1.2 GB/s into ordinary pages and 3.3 GB/s into a huge
-    page, and fio matched the latter only with --mem=shmhuge. A huge page measures the disk,
-    not the allocator's luck.
-    """
-    # The whole aligned 2 MiB range must lie inside the mapping for the kernel to use a huge page.
-    span = -(-size // _HUGE) * _HUGE + _HUGE
-    region = mmap.mmap(-1, span, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    with contextlib.suppress(AttributeError, OSError):
-        region.madvise(mmap.MADV_HUGEPAGE)
-    address = ctypes.addressof(ctypes.c_char.from_buffer(region))
-    start = (-address) % _HUGE
-    view = memoryview(region)[start : start + size]
-    view[:] = bytes(size)  # fault the pages in now (as a huge page where possible)
-    return view
-
-
-def cache_mode(path: Path) -> str:
-    """ "O_DIRECT" when reads of `path` can bypass the page cache, else "buffered"."""
-    fd, mode = _open_uncached(path)
-    os.close(fd)
-    return mode
-
-
-def _drop_cache(fd: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-
-
-SEQ_LIMIT_BYTES = 4 << 30  # a multi-TB shard is sampled, not read to the end
-
-
-def sequential_read(
-    path: Path, block: int = SEQ_BLOCK, limit: int = SEQ_LIMIT_BYTES
-) -> tuple[ReadFigures, str]:
-    fd, mode = _open_uncached(path)
-    try:
-        if mode != "O_DIRECT":
-            _drop_cache(fd)
-        size = min(os.fstat(fd).st_size, limit)
-        size -= size % block
-        buffer = read_buffer(block)
-        started = time.perf_counter()
-        done = 0
-        ops = 0
-        while done < size:
-            got = os.preadv(fd, [buffer], done)
-            if got <= 0:
-                break
-            done += got
-            ops += 1
-        seconds = time.perf_counter() - started
-    finally:
-        os.close(fd)
-    return ReadFigures(done / seconds / 1e6, ops / seconds, seconds, done), mode
-
-
-def random_read(
-    path: Path, block: int = RANDOM_BLOCK, seconds: float = 5.0, seed: int = 0
-) -> tuple[ReadFigures, str]:
-    fd, mode = _open_uncached(path)
-    try:
-        if mode != "O_DIRECT":
-            _drop_cache(fd)
-        blocks = os.fstat(fd).st_size // block
-        if blocks < 1:
-            raise InputError(
-                f"{path}: smaller than one {block >> 10} KiB block", fix="give a larger file"
-            )
-        rng = random.Random(seed)
-        buffer = read_buffer(block)
-        started = time.perf_counter()
-        done = 0
-        ops = 0
-        while True:
-            done += os.preadv(fd, [buffer], rng.randrange(blocks) * block)
-            ops += 1
-            if ops % 16 == 0 and time.perf_counter() - started >= seconds:
-                break
-        elapsed = time.perf_counter() - started
-    finally:
-        os.close(fd)
-    return ReadFigures(done / elapsed / 1e6, ops / elapsed, elapsed, done), mode
-
-
-def huge_pages_free() -> int:
-    """Free pre-allocated (hugetlbfs) huge pages, which fio's --mem=shmhuge needs."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as stream:
-            for line in stream:
-                if line.startswith("HugePages_Free:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
 
 
 def fio(
