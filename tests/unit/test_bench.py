@@ -23,6 +23,13 @@ def test_compute_on_cpu_measures_each_dtype_over_sizes() -> None:
         assert r.verdict == "info" and r.expected is None  # the catalogue has no CPU peaks
 
 
+def test_compute_figures_keep_significant_digits_whatever_the_scale() -> None:
+    # a CPU's 64x64 matmul under load: 0.3 GFLOP/s must not be reported as 0.0 TFLOP/s
+    assert compute.significant(0.000312345) == 0.0003123
+    assert compute.significant(989.4321) == 989.4
+    assert compute.significant(0.0) == 0.0
+
+
 def test_gpu_dtypes_follow_compute_capability() -> None:
     h200 = BenchDevice("cuda", 0, "NVIDIA H200", gpus.catalogue().resolve("NVIDIA H200"), (9, 0))
     v100 = BenchDevice("cuda", 0, "Tesla V100-SXM2-16GB", None, (7, 0))

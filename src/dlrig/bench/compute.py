@@ -73,6 +73,12 @@ def _operands(torch: Any, device: BenchDevice, dtype: str, n: int) -> tuple[Any,
     return a, b, lambda: torch.matmul(a, b)
 
 
+def significant(tflops: float, digits: int = 4) -> float:
+    """`tflops` to `digits` significant figures: a fixed number of decimals would give a CPU's
+    small matmuls (a few GFLOP/s, i.e. 0.000x TFLOP/s) as 0.0."""
+    return float(f"{tflops:.{digits}g}")
+
+
 def _time_tflops(torch: Any, device: BenchDevice, dtype: str, n: int, seconds: float) -> float:
     if device.kind == "cuda":
         # Events record on the current device's stream: make it the measured GPU's.
@@ -131,8 +137,8 @@ def run(
             done += 1
             try:
                 with _tf32(torch, dtype == "tf32"):
-                    per_size[str(n)] = round(
-                        _time_tflops(torch, device, dtype, n, seconds_per_size), 3
+                    per_size[str(n)] = significant(
+                        _time_tflops(torch, device, dtype, n, seconds_per_size)
                     )
             except (RuntimeError, TypeError, AttributeError) as exc:
                 # Out of memory at the largest size, or a dtype this build cannot multiply.
