@@ -392,3 +392,38 @@ def test_replayed_xid_events_keep_the_time_their_log_line_gives() -> None:
         event_unix("Dec 30 10:00:00", now)
         == dt.datetime(2025, 12, 30, 10, tzinfo=dt.UTC).timestamp()
     )
+
+
+def test_report_and_plan_count_the_same_energy_from_the_counter(tmp_path) -> None:
+    # The idle H200 at 77.71 W, with an energy counter that rises 100 J a second and restarts
+    # once (a driver reload); one sample in the middle has no counter reading.
+    import dataclasses
+
+    from dlrig.plan.usage import read
+
+    idle, _ = ReplaySource([H200]).frames
+    db = str(tmp_path / "counter.db")
+    writer = history.HistoryWriter(db)
+    t0 = 1_700_000_000.0
+    counter = [100.0 * i for i in range(60)] + [100.0 * i for i in range(60)]
+    counter[90] = None  # type: ignore[call-overload]
+    for n, joules in enumerate(counter):
+        gpu = dataclasses.replace(idle.gpus[0], energy_consumed_joules=joules)
+        writer.write(Sample(t0 + n, 0.0, (GpuReading(0, "ok", gpu),), None, (), n + 1))
+    writer.close()
+    [gpu] = report.build(db).gpus
+    # 117 one-second steps of 100 J, the restart counting nothing, the two steps beside the
+    # missing reading and the last sample's second at 77.71 W.
+    expected_kwh = (100.0 * 116 + 77.71 * 3) / 3.6e6
+    assert gpu.energy_method == "counter and integrated power"
+    assert gpu.energy_kwh == pytest.approx(expected_kwh, rel=1e-6)
+    [usage] = read(db).gpus
+    assert usage.energy_kwh == pytest.approx(gpu.energy_kwh, rel=1e-9)
+
+
+def test_a_counter_on_every_sample_is_the_counter_method() -> None:
+    # 10 samples a second apart, 50 J each step; the last sample's second counts its power.
+    samples = [(float(t), 200.0, 50.0 * t) for t in range(10)]
+    kwh, method = report.energy(samples, report.sample_weights([s[0] for s in samples], 3.0), 3.0)
+    assert method == "counter"
+    assert kwh == pytest.approx((50.0 * 9 + 200.0 * 1.0) / 3.6e6)

@@ -24,7 +24,6 @@ from dlrig import lifecycle
 from dlrig.accept import loads
 from dlrig.accept.loads import Absent
 from dlrig.accept.series import GpuTrack, HostTrack, LoadTrack
-from dlrig.machine.gpu_source_base import SourceInfo
 from dlrig.machine.model import Machine, XidEvent
 
 Progress = Callable[[str, float], None]
@@ -138,7 +137,7 @@ def run_live(
         "live",
         seconds,
         interval,
-        _described(info),
+        info.to_dict(),
         history_db=str(db),
     )
     if info.gpu_count == 0:
@@ -198,18 +197,6 @@ def run_live(
     return result
 
 
-def _described(info: SourceInfo) -> dict[str, Any]:
-    """What the report says of the GPU source the readings came from."""
-    return {
-        "kind": info.kind,
-        "description": info.description,
-        "hostname": info.hostname,
-        "gpu_count": info.gpu_count,
-        "driver_version": info.driver_version,
-        "note": info.note,
-    }
-
-
 def run_replay(paths: Sequence[str], machine: Machine) -> BurnIn:
     """The recorded readings as the burn-in's points; Xid events from the recorded kernel log."""
     from dlrig import monitor
@@ -221,7 +208,7 @@ def run_replay(paths: Sequence[str], machine: Machine) -> BurnIn:
     if machine.gpus:
         source = monitor.open_source(replay=list(paths))
         try:
-            result.source = _described(source.info)
+            result.source = source.info.to_dict()
             frames = getattr(source, "frames", ())
             tracks: dict[int, GpuTrack] = {}
             for position, frame in enumerate(frames):

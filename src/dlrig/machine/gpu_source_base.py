@@ -7,9 +7,9 @@ from one worker thread per GPU with a deadline, so a source never guards against
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from dlrig.machine.model import Gpu, XidEvent
 from dlrig.machine.nvml import GpuLost
@@ -27,6 +27,10 @@ class SourceInfo:
     cuda_version: str | None = None
     # Why there are no GPU readings (kind "none"), or what was tried before this source.
     note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `source` object of monitor's and accept's JSON documents."""
+        return asdict(self)
 
 
 class GpuSource(Protocol):

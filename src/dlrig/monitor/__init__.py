@@ -106,14 +106,7 @@ def sample_document(sample: Sample, info: SourceInfo, readings: list[Reading]) -
         "dlrig.monitor.sample",
         SCHEMA_VERSION,
         {
-            "source": {
-                "kind": info.kind,
-                "description": info.description,
-                "hostname": info.hostname,
-                "driver_version": info.driver_version,
-                "cuda_version": info.cuda_version,
-                "note": info.note,
-            },
+            "source": info.to_dict(),
             "sample": sample.to_dict(),
             "readings": [r.to_dict() for r in readings],
         },

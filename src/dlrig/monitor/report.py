@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import itertools
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,7 +227,9 @@ def _gpu_report(
         throttled += w if hit else 0.0
     sm = [(float(r[4]), w) for r, w in zip(rows, weights, strict=True) if r[4] is not None]
     power = [(float(r[6]), w) for r, w in zip(rows, weights, strict=True) if r[6] is not None]
-    energy_kwh, method = _energy(rows, weights, cap)
+    energy_kwh, method = energy(
+        [(float(r[0]), _float(r[6]), _float(r[7])) for r in rows], weights, cap
+    )
     memory = [int(r[5]) for r in rows if r[5] is not None]
     temps = [float(r[8]) for r in rows if r[8] is not None]
     return GpuReport(
@@ -252,32 +255,44 @@ def _gpu_report(
     )
 
 
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _weighted_mean(pairs: list[tuple[float, float]]) -> float | None:
     total = sum(w for _, w in pairs)
     return sum(v * w for v, w in pairs) / total if total else None
 
 
-def _energy(
-    rows: list[tuple[Any, ...]], weights: list[float], cap: float
+def energy(
+    samples: Sequence[tuple[float, float | None, float | None]],
+    weights: Sequence[float],
+    cap: float,
 ) -> tuple[float | None, str | None]:
-    """kWh from the energy counter's increases where consecutive samples have one, else from
-    power × time; gaps in the recording (longer than `cap`) count for nothing either way."""
+    """kWh, and how they were found, from one GPU's (time, power W, energy counter J) samples.
+
+    Between consecutive samples that both have the counter, its increase; else power × the
+    sample's weight (sample_weights). A gap in the recording (longer than `cap`) counts for
+    nothing either way. The last sample stands for one usual interval after it, which no counter
+    reading closes, so it counts power × weight and the kWh cover the same seconds the report
+    does; that tail does not change the method named. `monitor report` and `plan` use this."""
     joules = 0.0
     used_counter = used_power = False
-    for i, (r, w) in enumerate(zip(rows, weights, strict=True)):
-        following = rows[i + 1] if i + 1 < len(rows) else None
+    last = len(samples) - 1
+    for i, ((t, watts, counter), w) in enumerate(zip(samples, weights, strict=True)):
+        following = samples[i + 1] if i < last else None
         if (
             following is not None
-            and r[7] is not None
-            and following[7] is not None
-            and float(following[0]) - float(r[0]) <= cap
+            and counter is not None
+            and following[2] is not None
+            and following[0] - t <= cap
         ):
             # The counter restarts from 0 when the driver reloads: count increases only.
-            joules += max(float(following[7]) - float(r[7]), 0.0)
+            joules += max(following[2] - counter, 0.0)
             used_counter = True
-        elif r[6] is not None and (r[7] is None or following is not None):
-            joules += float(r[6]) * w
-            used_power = True
+        elif watts is not None:
+            joules += watts * w
+            used_power = used_power or following is not None or not used_counter
     if not used_counter and not used_power:
         return None, None
     method = "counter" if used_counter and not used_power else "integrated power"

@@ -177,12 +177,12 @@ def _gpu(
     cap: float,
     idle_at: dict[float, bool],
 ) -> GpuUsage:
-    from dlrig.monitor.report import sample_weights
+    from dlrig.monitor.report import energy, sample_weights
 
     times = [r.ts for r in rows]
     weights = sample_weights(times, cap)
-    busy = busy_power = idle_power = busy_time = idle_time = joules = util_sum = util_time = 0.0
-    for i, (row, w) in enumerate(zip(rows, weights, strict=True)):
+    busy = busy_power = idle_power = busy_time = idle_time = util_sum = util_time = 0.0
+    for row, w in zip(rows, weights, strict=True):
         ok = row.status == "ok" and row.util is not None
         is_idle = ok and row.util is not None and row.util < IDLE_BELOW_PERCENT
         if not is_idle:
@@ -198,17 +198,7 @@ def _gpu(
             else:
                 busy_power += row.watts * w
                 busy_time += w
-        after = rows[i + 1] if i + 1 < len(rows) else None
-        if (
-            after is not None
-            and row.energy is not None
-            and after.energy is not None
-            and after.ts - row.ts <= cap
-        ):
-            # The counter restarts from 0 when the driver reloads: count increases only.
-            joules += max(0.0, after.energy - row.energy)
-        elif row.watts is not None:
-            joules += row.watts * w
+    kwh, _ = energy([(r.ts, r.watts, r.energy) for r in rows], weights, cap)
     memory = [r.used for r in rows if r.used is not None]
     return GpuUsage(
         index=index,
@@ -219,7 +209,7 @@ def _gpu(
         utilization_mean_percent=util_sum / util_time if util_time else None,
         busy_power_watts=busy_power / busy_time if busy_time else None,
         idle_power_watts=idle_power / idle_time if idle_time else None,
-        energy_kwh=joules / 3.6e6,
+        energy_kwh=kwh or 0.0,
         memory_used_max_bytes=max(memory) if memory else None,
         memory_total_bytes=int(memory_total) if memory_total is not None else None,
     )
