@@ -109,6 +109,7 @@ class Rule(Sourced):
     threshold: float
     unit: str
     description: str
+    fix: str  # what a breach is told to do; a rule with figures to name gives its own
 
 
 @dataclass(frozen=True)

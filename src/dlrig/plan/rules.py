@@ -44,13 +44,7 @@ def lanes(build: Build, inputs: Inputs) -> RuleResult:
         + (f" + {nvme} NVMe x4" if nvme else "")
         + f"), CPU has {have}"
     )
-    return verdict(
-        "pcie.lanes",
-        broken,
-        title,
-        [title],
-        "a CPU with more lanes (Threadripper PRO, Xeon W, EPYC) or fewer GPUs",
-    )
+    return verdict("pcie.lanes", broken, title, [title])
 
 
 def slots(build: Build, inputs: Inputs) -> RuleResult:
@@ -63,13 +57,7 @@ def slots(build: Build, inputs: Inputs) -> RuleResult:
     used = width * build.gpus.count
     broken = used > capacity
     title = f"{build.gpus.count} cards x {width} slots = {used} slots, the chassis has {capacity}"
-    return verdict(
-        "pcie.slots",
-        broken,
-        title,
-        [title],
-        "dual-slot (blower) cards, risers with spacing, or fewer GPUs",
-    )
+    return verdict("pcie.slots", broken, title, [title])
 
 
 def ram(build: Build, inputs: Inputs) -> RuleResult:
@@ -132,7 +120,6 @@ def nvlink(build: Build, inputs: Inputs) -> RuleResult:
             True,
             f"{spec.name} has no NVLink",
             [f"catalogue nvlink_gbs = {spec.nvlink_gbs}"],
-            "GPUs talk over PCIe: drop nvlink, or choose a card with a bridge (RTX 3090, RTX A6000, A100/H100 PCIe) or an SXM system",
         )
     bridge = board.nvlink_bridge_gpus if board is not None else 0
     if spec.form_factor in ("sxm", "oam", "mezzanine") or bridge >= build.gpus.count:
@@ -141,7 +128,6 @@ def nvlink(build: Build, inputs: Inputs) -> RuleResult:
             False,
             f"NVLink across all {build.gpus.count} GPUs ({spec.nvlink_gbs:g} GB/s)",
             [],
-            None,
         )
     row = knowledge.rule("nvlink.available")
     pairs = build.gpus.count // 2
@@ -164,7 +150,6 @@ def consumer_ecc(build: Build, inputs: Inputs) -> RuleResult:
         not board.ecc,
         f"{build.gpus.spec.name}: {'no ECC on GPU memory' if not board.ecc else 'ECC memory'}",
         [],
-        "a professional or data-centre card for long unattended jobs, or checksums and checkpoints you verify",
     )
 
 
@@ -175,16 +160,10 @@ def consumer_cooling(build: Build, inputs: Inputs) -> RuleResult:
     if cooler == "sxm":
         return skipped("consumer.cooling", "SXM modules are cooled by their baseboard")
     if build.liquid_cooling:
-        return verdict("consumer.cooling", False, "liquid-cooled GPUs", [], None)
+        return verdict("consumer.cooling", False, "liquid-cooled GPUs", [])
     limit = knowledge.rule("consumer.cooling").threshold
     broken = cooler == "open-air" and build.gpus.count >= limit
-    return verdict(
-        "consumer.cooling",
-        broken,
-        f"{build.gpus.count} x {cooler} cooler",
-        [],
-        "blower-style cards, liquid cooling, or risers with spacing (Dettmers: adjacent open-air cards run ~30% slower)",
-    )
+    return verdict("consumer.cooling", broken, f"{build.gpus.count} x {cooler} cooler", [])
 
 
 def consumer_server(build: Build, inputs: Inputs) -> RuleResult:
@@ -192,13 +171,7 @@ def consumer_server(build: Build, inputs: Inputs) -> RuleResult:
         return skipped("consumer.server", "not a 4U server chassis")
     cooler = build.gpus.cooler_kind
     broken = cooler == "open-air"
-    return verdict(
-        "consumer.server",
-        broken,
-        f"{cooler} cards in a 4U server",
-        [],
-        "passive or blower cards made for servers",
-    )
+    return verdict("consumer.server", broken, f"{cooler} cards in a 4U server", [])
 
 
 def precision(build: Build, inputs: Inputs) -> RuleResult:
@@ -212,16 +185,10 @@ def precision(build: Build, inputs: Inputs) -> RuleResult:
         "tf32": "tf32_tflops",
     }.get(build.precision)
     if needs is None:
-        return verdict("precision.support", False, f"{build.precision} runs on any GPU", [], None)
+        return verdict("precision.support", False, f"{build.precision} runs on any GPU", [])
     supported = getattr(spec, needs) is not None
     title = f"{build.precision} on {spec.name} ({spec.architecture}): {'supported' if supported else 'no hardware support'}"
-    return verdict(
-        "precision.support",
-        not supported,
-        title,
-        [],
-        "amp-fp16 on Volta/Turing (no BF16 before Ampere), or an Ampere+ GPU",
-    )
+    return verdict("precision.support", not supported, title, [])
 
 
 def sxm(build: Build, inputs: Inputs) -> RuleResult:
@@ -255,13 +222,7 @@ def storage(build: Build, inputs: Inputs) -> RuleResult:
     best = max(reads)
     broken = best < needed
     title = f"fastest storage reads {best:.0f} MB/s; {build.gpus.count} GPUs of image training need ~{needed:.0f} MB/s"
-    return verdict(
-        "storage.throughput",
-        broken,
-        title,
-        [title],
-        "an NVMe tier for the training data (stage it before the run)",
-    )
+    return verdict("storage.throughput", broken, title, [title])
 
 
 RULES: tuple[Callable[[Build, Inputs], RuleResult], ...] = (

@@ -36,7 +36,7 @@ def psu_redundancy(build: Build, inputs: Inputs) -> RuleResult:
     remaining = build.psu.capacity_watts
     broken = remaining < load
     title = f"{build.psu.count - build.psu.redundant} PSUs left after {build.psu.redundant} fail carry {remaining:.0f} W for a {load:.0f} W load"
-    return verdict("psu.redundancy", broken, title, [title], "add PSUs or reduce the redundancy")
+    return verdict("psu.redundancy", broken, title, [title])
 
 
 def psu_connectors(build: Build, inputs: Inputs) -> RuleResult:
@@ -53,13 +53,7 @@ def psu_connectors(build: Build, inputs: Inputs) -> RuleResult:
     title = (
         f"GPUs need {needed} PCIe 8-pin connectors ({board.power_connectors} each), PSU has {have}"
     )
-    return verdict(
-        "psu.connectors",
-        broken,
-        title,
-        [title],
-        "a PSU with more PCIe cables, one cable per socket (no pigtails)",
-    )
+    return verdict("psu.connectors", broken, title, [title])
 
 
 def psu_transient(build: Build, inputs: Inputs) -> RuleResult:
@@ -71,26 +65,13 @@ def psu_transient(build: Build, inputs: Inputs) -> RuleResult:
     if build.psu is None:
         return skipped("psu.transient", "no PSU given")
     if build.psu.atx3:
-        return RuleResult(
-            "psu.transient",
-            "ok",
-            "ATX 3.x PSU: rated for power excursions",
-            (),
-            None,
-            knowledge.rule("psu.transient").source,
-        )
+        return verdict("psu.transient", False, "ATX 3.x PSU: rated for power excursions", [])
     scale = build.gpus.watts_each / (build.gpus.spec.tdp_watts or build.gpus.watts_each)
     spikes = board.transient_peak_watts * scale * build.gpus.count + power.cpu_watts(build)
     have = build.psu.capacity_watts
     broken = spikes > have * knowledge.rule("psu.transient").threshold
     title = f"millisecond spikes up to {spikes:.0f} W ({build.gpus.count} x {board.transient_peak_watts * scale:.0f} W + CPU) against a {have:.0f} W PSU"
-    return verdict(
-        "psu.transient",
-        broken,
-        title,
-        [title],
-        "an ATX 3.x PSU (rated for 200% excursions) or more headroom",
-    )
+    return verdict("psu.transient", broken, title, [title])
 
 
 def circuit(build: Build, inputs: Inputs) -> RuleResult:

@@ -21,11 +21,13 @@ class RuleResult:
 
 
 def verdict(
-    rule_id: str, broken: bool, title: str, evidence: list[str], fix: str | None
+    rule_id: str, broken: bool, title: str, evidence: list[str], fix: str | None = None
 ) -> RuleResult:
+    """A pass or a breach of the rule; a breach's fix is `fix`, else the rule row's own."""
     row = knowledge.rule(rule_id)
     status = row.severity if broken else "ok"
-    return RuleResult(rule_id, status, title, tuple(evidence), fix if broken else None, row.source)
+    told = (fix or row.fix) if broken else None
+    return RuleResult(rule_id, status, title, tuple(evidence), told, row.source)
 
 
 def skipped(rule_id: str, why: str) -> RuleResult:
