@@ -34,10 +34,12 @@ class Advice:
         }
 
 
-@dataclass(frozen=True)
+# Keyword-only, so that what a method cannot tell (the analytic count has no step time, a
+# served model no max batch) is left at its default instead of spelled out as None.
+@dataclass(frozen=True, kw_only=True)
 class FitResult:
     model: str
-    method: str  # "trace" | "analytic"
+    method: str  # "trace" | "analytic" | "inference"
     gpu: str
     gpu_memory_bytes: int
     params: int
@@ -46,24 +48,24 @@ class FitResult:
     seq_len: int | None
     image_size: int | None
     memory_peak_bytes: int
-    memory_reserved_bytes: int | None
     memory_breakdown: dict[str, int]
-    peak_phase: str | None
     fits: bool
     margin_bytes: int
-    max_batch_size: int | None
-    global_batch: dict[str, Any] | None
-    flops_per_step: float | None
-    step_time_s: float | None
-    samples_per_s: float | None
-    tokens_per_s: float | None
-    time_to_train_s: float | None
-    mfu: float | None
-    scaling_efficiency: float | None
-    timing: dict[str, float]
     setup: dict[str, Any]
     assumptions: tuple[str, ...]
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    memory_reserved_bytes: int | None = None
+    peak_phase: str | None = None
+    max_batch_size: int | None = None
+    global_batch: dict[str, Any] | None = None
+    flops_per_step: float | None = None
+    step_time_s: float | None = None
+    samples_per_s: float | None = None
+    tokens_per_s: float | None = None
+    time_to_train_s: float | None = None
+    mfu: float | None = None
+    scaling_efficiency: float | None = None
+    timing: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
     activation_peak_bytes: int | None = None
     host_memory_bytes_per_node: int | None = None
     advice: tuple[Advice, ...] = ()

@@ -20,17 +20,18 @@ from dlrig.plan.workloads import Workload
 HOURS_PER_YEAR = 8760.0
 
 
-@dataclass(frozen=True)
+# Keyword-only: a rented option has no wall power or energy of its own, left at None.
+@dataclass(frozen=True, kw_only=True)
 class Economics:
     capex_usd: float
-    power_wall_watts: float | None  # while training
-    idle_wall_watts: float | None
     busy_hours_per_year: float | None
-    energy_kwh_per_year: float | None
-    energy_cost_usd_per_year: float | None
     cost_per_year_usd: float | None  # what running it costs each year (cloud: the bills)
     tco_usd: float | None
     cost_per_run_usd: dict[str, float | None]
+    power_wall_watts: float | None = None  # while training
+    idle_wall_watts: float | None = None
+    energy_kwh_per_year: float | None = None
+    energy_cost_usd_per_year: float | None = None
     over_capacity: bool = False
 
 
@@ -131,11 +132,7 @@ def cloud_economics(
     known = yearly == yearly  # not NaN
     return Economics(
         capex_usd=0.0,
-        power_wall_watts=None,
-        idle_wall_watts=None,
         busy_hours_per_year=demand,
-        energy_kwh_per_year=None,
-        energy_cost_usd_per_year=None,
         cost_per_year_usd=yearly if known else None,
         tco_usd=yearly * years if known else None,
         cost_per_run_usd=per_run,
