@@ -104,12 +104,7 @@ def _live(settings: SourceSettings) -> None:
 
     source = settings.open()
     try:
-        sampler = monitor.Sampler(
-            source,
-            interval_seconds=settings.interval,
-            host=settings.host,
-            gpu_indices=settings.gpu_index,
-        )
+        sampler = monitor.Sampler(source, **settings.sampling())
     except BaseException:
         source.close()
         raise
@@ -173,11 +168,9 @@ def serve_command(
         settings.open(),
         port=port,
         listen=listen,
-        interval_seconds=settings.interval,
-        host=settings.host,
         dcgm_names=dcgm_names,
         db=db,
-        gpu_indices=settings.gpu_index,
+        **settings.sampling(),
     )
     with exporter:
         host, bound = exporter.address

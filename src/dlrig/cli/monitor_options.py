@@ -49,6 +49,14 @@ class SourceSettings:
         """Sample this host too: yes for live GPUs, not beside a recording of another machine."""
         return not self.replay
 
+    def sampling(self) -> dict[str, Any]:
+        """The Sampler's keywords these settings give (the live view, serve and record)."""
+        return {
+            "interval_seconds": self.interval,
+            "host": self.host,
+            "gpu_indices": self.gpu_index,
+        }
+
 
 def source_options(function: F) -> F:
     """Where readings come from (NVML, nvidia-smi or recorded files) and which GPUs."""

@@ -45,9 +45,7 @@ def record_history(
         settings.open(),
         db,
         retention=Retention(max_age_seconds=max_age_days * 86400, max_bytes=int(max_size_mb * 1e6)),
-        interval_seconds=settings.interval,
-        host=settings.host,
-        gpu_indices=settings.gpu_index,
+        **settings.sampling(),
     )
     info = recorder.sampler.source.info
     err = console(stderr=True)
