@@ -159,7 +159,7 @@ def test_batch_size_fact_reads_the_training_batch_only(line, batch):
     session.start("log")
     session.feed((line + "\n").encode())
     session.finish()
-    assert session.scanner.facts.get("batch_size") == batch
+    assert session.scanner.found.facts.get("batch_size") == batch
 
 
 # --- cleaning ---------------------------------------------------------------------------------

@@ -136,15 +136,7 @@ def _upgrade_text(machine: Machine | None, driver: str | None, driver_cuda: str 
 
 def for_arch(machine: Machine | None, capability: str) -> str:
     """no_kernel_image: a build whose wheels carry kernels for this compute capability."""
-    installed, _ = _torch(machine)
-    found = resolve(
-        Request(
-            compute_capabilities=(capability,),
-            driver_version=_driver(machine),
-            torch_version=installed,
-            **_context(machine),
-        )
-    )
+    found = resolve(request(machine, capability=capability))
     if found.install is None:
         why = "; ".join(found.problems) or "no published wheel carries it"
         return (
@@ -192,13 +184,7 @@ def for_cpu_only(machine: Machine | None) -> str:
     installed, _ = _torch(machine)
     driver = _driver(machine)
     if driver:
-        found = resolve(
-            Request(
-                compute_capabilities=_capabilities(machine),
-                driver_version=driver,
-                torch_version=installed,
-            )
-        )
+        found = resolve(request(machine))
         if found.install is not None and found.install.cuda_variant != "cpu":
             return (
                 "Replace the CPU-only build with a CUDA build this driver runs: pip uninstall -y "

@@ -130,14 +130,14 @@ class _Stream:
 
 @dataclass
 class ScanResult:
-    hits: dict[str, Hit]
-    markers: dict[str, int]
+    hits: dict[str, Hit] = field(default_factory=dict)
+    markers: dict[str, int] = field(default_factory=dict)
     # finish evidence: (source, line, finish id) in the order found
-    finishes: list[tuple[str, int, str]]
-    facts: dict[str, str]
-    lines: int
-    bytes: int
-    sources: list[str]
+    finishes: list[tuple[str, int, str]] = field(default_factory=list)
+    facts: dict[str, str] = field(default_factory=dict)
+    lines: int = 0
+    bytes: int = 0
+    sources: list[str] = field(default_factory=list)
 
 
 class Scanner:
@@ -156,14 +156,9 @@ class Scanner:
         all_anchors += [a for f in signature_set.finishes for a in f.anchors]
         all_anchors += [a for f in signature_set.facts for a in f.anchors]
         self._anchors = _anchor_regex(all_anchors)
-        self.hits: dict[str, Hit] = {}
-        self.marker_counts: dict[str, int] = {m.id: 0 for m in signature_set.markers}
-        self.finishes: list[tuple[str, int, str]] = []
-        self.facts: dict[str, str] = {}
+        # What is found so far; close() hands it over once every input is scanned to its end.
+        self.found = ScanResult(markers={m.id: 0 for m in signature_set.markers})
         self._fact_rank: dict[str, int] = {}  # index of the pattern that gave each fact
-        self.total_bytes = 0
-        self.sources: list[str] = []
-        self._lines_done = 0
         self._streams: dict[str, _Stream] = {}
         self._current = "<input>"
 
@@ -175,7 +170,7 @@ class Scanner:
         """
         if source not in self._streams:
             self._streams[source] = _Stream()
-            self.sources.append(source)
+            self.found.sources.append(source)
         self._current = source
 
     def feed(self, data: bytes, source: str | None = None) -> None:
@@ -183,7 +178,7 @@ class Scanner:
         if name not in self._streams:
             self.start(name)
         stream = self._streams[name]
-        self.total_bytes += len(data)
+        self.found.bytes += len(data)
         stream.buffer = stream.buffer + data if stream.buffer else data
         if len(stream.buffer) > LOOKAHEAD_BYTES:
             self._flush(name, final=False)
@@ -191,15 +186,7 @@ class Scanner:
     def close(self) -> ScanResult:
         for name in list(self._streams):
             self._flush(name, final=True)
-        return ScanResult(
-            hits=self.hits,
-            markers=self.marker_counts,
-            finishes=self.finishes,
-            facts=self.facts,
-            lines=self._lines_done,
-            bytes=self.total_bytes,
-            sources=self.sources,
-        )
+        return self.found
 
     # --- scanning -------------------------------------------------------------------------
     def _flush(self, source: str, final: bool) -> None:
@@ -232,7 +219,7 @@ class Scanner:
             self._examine(source, buffer, start, position, line)
         newlines = buffer.count(b"\n", counted_to, limit)
         # lines before the last anchor were counted on the way (line - stream.line)
-        self._lines_done += line - stream.line + newlines
+        self.found.lines += line - stream.line + newlines
         stream.line = line + newlines
         stream.buffer = buffer[limit:]
 
@@ -248,14 +235,15 @@ class Scanner:
         if rank is None:
             rank = rank_in_text(text)
         lowered = text.lower()
+        found_so_far = self.found
         for marker_id, anchors in self._marker_lowered:
             if any(anchor in lowered for anchor in anchors):
-                self.marker_counts[marker_id] += 1
+                found_so_far.markers[marker_id] += 1
         for finish, anchors in self._finishes:
             if any(anchor in lowered for anchor in anchors) and any(
                 p.search(text) for p in finish.patterns
             ):
-                self.finishes.append((source, line, finish.id))
+                found_so_far.finishes.append((source, line, finish.id))
         for fact, anchors in self._facts:
             if any(anchor in lowered for anchor in anchors):
                 self._read_fact(fact.id, fact.patterns, text)
@@ -273,9 +261,9 @@ class Scanner:
                 for key, value in signature.read_fields(subject).items():
                     values.setdefault(key, value)
                 values["_subject"] = subject[:MAX_LINE_CHARS]
-            hit = self.hits.get(signature.id)
+            hit = found_so_far.hits.get(signature.id)
             if hit is None:
-                hit = self.hits[signature.id] = Hit(signature)
+                hit = found_so_far.hits[signature.id] = Hit(signature)
             hit.add(source, line, text, found, values, rank)
 
     def _read_fact(self, fact_id: str, patterns: tuple[re.Pattern[str], ...], text: str) -> None:
@@ -284,7 +272,7 @@ class Scanner:
         for index, pattern in enumerate(patterns[:best]):
             found = pattern.search(text)
             if found:
-                self.facts.update({k: v for k, v in found.groupdict().items() if v})
+                self.found.facts.update({k: v for k, v in found.groupdict().items() if v})
                 self._fact_rank[fact_id] = index
                 return
 
