@@ -14,7 +14,7 @@ the plain OS image with the NVIDIA runtime's variables set as nvidia/cuda images
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from dlrig.errors import InputError
 from dlrig.knowledge.provision import CudaImage, ImagePython
@@ -301,16 +301,14 @@ def generate(facts: Facts, options: DockerOptions | None = None, **kwargs: objec
     files = [
         GeneratedFile(
             "Dockerfile",
+            # The options' own fields (lock, user, uid) are template variables by their names.
             render(
                 "docker/Dockerfile.j2",
                 header=head,
                 base=base,
-                python=base.python,
-                locked=options.lock,
                 other_requirements=other_requirements,
-                user=options.user,
-                uid=options.uid,
                 cuda_wheel=cuda_wheel,
+                **asdict(options),
             ),
             "dockerfile",
             f"image on {base.image}",
