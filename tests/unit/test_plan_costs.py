@@ -78,10 +78,21 @@ def test_build_economics_add_up() -> None:
 
 
 def test_break_even_against_the_cloud() -> None:
-    build = costs.Economics(10_000, 1000, 100, 1000, 2000, 300, 300, 10_900, {})
-    cloud = costs.Economics(0, None, None, 1000, None, None, 6300, 18_900, {})
+    build = costs.Economics(
+        capex_usd=10_000,
+        power_wall_watts=1000,
+        idle_wall_watts=100,
+        busy_hours_per_year=1000,
+        energy_kwh_per_year=2000,
+        energy_cost_usd_per_year=300,
+        cost_per_year_usd=300,
+        tco_usd=10_900,
+        cost_per_run_usd={},
+    )
+    rent = {"capex_usd": 0, "busy_hours_per_year": 1000, "cost_per_run_usd": {}}
+    cloud = costs.Economics(cost_per_year_usd=6300, tco_usd=18_900, **rent)
     assert costs.break_even_months(build, cloud) == pytest.approx(10_000 / ((6300 - 300) / 12))
-    cheap = costs.Economics(0, None, None, 1000, None, None, 200, 600, {})
+    cheap = costs.Economics(cost_per_year_usd=200, tco_usd=600, **rent)
     assert costs.break_even_months(build, cheap) is None
 
 

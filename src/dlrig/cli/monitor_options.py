@@ -14,7 +14,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from dlrig.cli.common import F, number_option
+from dlrig.cli.common import F, integer_option, number_option
 from dlrig.cli.common import out_option as common_out_option
 from dlrig.errors import InputError
 
@@ -87,10 +87,10 @@ def source_options(function: F) -> F:
         number_option(
             "--interval", min=0.05, max=3600, default=1.0, help="Seconds between samples."
         ),
-        click.option(
+        integer_option(
             "--gpu-index",
             "gpu_index",
-            type=int,
+            min=0,
             multiple=True,
             metavar="N",
             help="Only this GPU (NVML's index; a replay's in file order). Repeatable.",

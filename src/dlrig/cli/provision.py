@@ -7,7 +7,12 @@ from typing import Any
 import click
 
 from dlrig.cli.common import choice_option, integer_option
-from dlrig.cli.provision_options import fact_options, generate_target, packages_option
+from dlrig.cli.provision_options import (
+    fact_options,
+    generate_target,
+    lock_option,
+    packages_option,
+)
 
 EXIT_CODES = (
     "Exit codes: 0 files generated; 2 bad usage, an unreadable --machine, or facts no stack fits "
@@ -45,11 +50,7 @@ def host_command(ctx: click.Context, /, no_container_toolkit: bool, **params: An
 @fact_options
 @packages_option("Another package for the environment (repeatable): 'numpy<2', tqdm.")
 @click.option("--name", default="train", show_default=True, help="conda environment name.")
-@click.option(
-    "--lock",
-    is_flag=True,
-    help="Lock --with packages now with `uv pip compile --generate-hashes` (needs the package index).",
-)
+@lock_option
 @click.option(
     "--cuda-variant", metavar="cuXYZ|cpu", help="Insist on this wheel variant (cu118, cpu)."
 )
@@ -65,7 +66,7 @@ def env_command(ctx: click.Context, /, **params: Any) -> None:
 @provision_command.command("docker", epilog=EXIT_CODES)
 @fact_options
 @packages_option("Another package for the image (repeatable).")
-@click.option("--lock", is_flag=True, help="Lock --with packages with hashes now (uv pip compile).")
+@lock_option
 @choice_option(
     "--flavor",
     choices=("base", "runtime", "devel"),
@@ -193,10 +194,10 @@ def launch_command(ctx: click.Context, /, **params: Any) -> None:
     metavar="WATTS",
     help="GPU power limit to apply at boot.",
 )
-@click.option(
+@integer_option(
     "--gpu-index",
     "gpu_indices",
-    type=int,
+    min=0,
     multiple=True,
     metavar="N",
     help="Limit only this GPU (repeatable; default all).",

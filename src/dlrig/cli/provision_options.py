@@ -94,6 +94,14 @@ def packages_option(help: str) -> Callable[[F], F]:
     return click.option("--with", "packages", multiple=True, metavar="REQ", help=help)
 
 
+# --lock means the same in env and docker: the --with packages pinned with hashes, now.
+lock_option = click.option(
+    "--lock",
+    is_flag=True,
+    help="Lock --with packages now with `uv pip compile --generate-hashes` (needs the package index).",
+)
+
+
 def gather_facts(ctx: click.Context, params: dict[str, Any], probe_by_default: bool) -> Any:
     from dlrig import provision
 
