@@ -227,9 +227,8 @@ def _gpu_report(
         throttled += w if hit else 0.0
     sm = [(float(r[4]), w) for r, w in zip(rows, weights, strict=True) if r[4] is not None]
     power = [(float(r[6]), w) for r, w in zip(rows, weights, strict=True) if r[6] is not None]
-    energy_kwh, method = energy(
-        [(float(r[0]), _float(r[6]), _float(r[7])) for r in rows], weights, cap
-    )
+    # ts, power_watts and energy_joules are REAL columns: SQLite gives floats or None already.
+    energy_kwh, method = energy([(r[0], r[6], r[7]) for r in rows], weights, cap)
     memory = [int(r[5]) for r in rows if r[5] is not None]
     temps = [float(r[8]) for r in rows if r[8] is not None]
     return GpuReport(
@@ -253,10 +252,6 @@ def _gpu_report(
         energy_kwh=energy_kwh,
         energy_method=method,
     )
-
-
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def _weighted_mean(pairs: list[tuple[float, float]]) -> float | None:
