@@ -20,6 +20,9 @@ class Cause:
     # False for causes that slow a run without crashing it (found by monitor and bench, never
     # in a crash log by diagnose).
     crashes: bool = True
+    # True for a cause that names what the log says when the log does not say more (NCCL's
+    # "unhandled system error"): an honest headline, never the confirmed cause of a thread.
+    generic: bool = False
 
 
 _CAUSES: tuple[Cause, ...] = (
@@ -266,6 +269,169 @@ _CAUSES: tuple[Cause, ...] = (
         "limit of 1024.",
         "Raise the limit (`ulimit -n 65536`, or LimitNOFILE in the service/container), or use "
         "torch.multiprocessing.set_sharing_strategy('file_system').",
+    ),
+    Cause(
+        "extension_abi_mismatch",
+        "A compiled extension was built for another torch",
+        "C++/CUDA extensions (flash-attn, xformers, apex, mmcv, detectron2, torch-scatter, "
+        "bitsandbytes, vLLM's _C, ...) link against torch's C++ ABI, which changes with every "
+        "torch release and with the C++11-ABI flag. Imported beside another torch, the "
+        "extension's library asks for a symbol that torch no longer exports and the loader "
+        "refuses it ('undefined symbol: _ZN3c10...').",
+        "Reinstall the extension in a build made for the installed torch (`pip install "
+        "--force-reinstall --no-cache-dir --no-build-isolation <package>`), or install the torch "
+        "release it was built for.",
+    ),
+    Cause(
+        "glibcxx_missing",
+        "The C++ runtime (libstdc++) or glibc is older than a library needs",
+        "A compiled library was built with a newer GCC or glibc than the one the loader finds: "
+        "'version `GLIBCXX_3.4.30' not found'. Under conda, the environment's own libstdc++ is "
+        "often older than the system's (or the reverse), and whichever is found first wins.",
+        "Give the environment a new enough libstdc++ (`conda install -c conda-forge "
+        "'libstdcxx-ng>=12'`), or make the loader find the newer one first; for glibc, use a "
+        "newer OS or a wheel built for this one (manylinux tag).",
+    ),
+    Cause(
+        "ld_library_path_shadowing",
+        "LD_LIBRARY_PATH shadows the CUDA libraries the wheel ships",
+        "pip's torch/TF/JAX wheels bring their own cuDNN, cuBLAS and NCCL (the nvidia-* "
+        "packages). A system CUDA or cuDNN directory on LD_LIBRARY_PATH is searched first, so "
+        "the framework loads a copy of another version and fails with undefined symbols or a "
+        "version mismatch.",
+        "Remove the system CUDA/cuDNN directories from LD_LIBRARY_PATH for this job (`unset "
+        "LD_LIBRARY_PATH`, or drop /usr/local/cuda*/lib64 from it); the wheel finds its own "
+        "libraries without it.",
+    ),
+    Cause(
+        "ddp_unused_parameters",
+        "DDP: some parameters got no gradient",
+        "DistributedDataParallel waits for a gradient of every parameter before it reduces a "
+        "bucket. When the forward pass does not use some parameters (a branch not taken, a "
+        "frozen head, an output not in the loss), their buckets never finish and the next "
+        "iteration fails with 'Expected to have finished reduction in the prior iteration'.",
+        "Make every parameter take part in the loss, freeze the unused ones "
+        "(requires_grad=False) before wrapping, or pass find_unused_parameters=True to DDP "
+        "(Lightning: strategy='ddp_find_unused_parameters_true'; HF Trainer: "
+        "ddp_find_unused_parameters=True). TORCH_DISTRIBUTED_DEBUG=DETAIL names the parameters.",
+    ),
+    Cause(
+        "tensors_on_mixed_devices",
+        "Tensors on different devices",
+        "An operation got inputs on two devices (a GPU and the CPU, or two GPUs): a model moved "
+        "to the GPU with a batch left on the CPU, a tensor created inside forward() without a "
+        "device, or a module device_map split across GPUs.",
+        "Move the model and every input to one device (`model.to(device)`, "
+        "`batch = batch.to(device)`); create new tensors with `device=x.device`; register "
+        "constant tensors as buffers so `.to()` moves them.",
+    ),
+    Cause(
+        "shm_permission_denied",
+        "No permission to use shared memory (/dev/shm)",
+        "Python's multiprocessing (semaphores, DataLoader workers) and torch's tensor sharing "
+        "create files in /dev/shm. When /dev/shm is missing, read-only or not writable by the "
+        "user (some containers, HPC nodes and sandboxes), they fail with 'Permission denied'.",
+        "Make /dev/shm a writable tmpfs (`ls -ld /dev/shm` should show drwxrwxrwt; in "
+        "containers --ipc=host or a tmpfs mount); as a workaround use DataLoader num_workers=0.",
+    ),
+    Cause(
+        "nccl_system_error",
+        "NCCL hit a system error",
+        "NCCL reports 'unhandled system error' when a system call failed: creating a shared "
+        "memory segment, opening a socket, registering memory with the network card. The "
+        "message alone does not say which call; the 'NCCL WARN' line before it does.",
+        "Rerun with NCCL_DEBUG=INFO to see the failing call; in a container start it with "
+        "--ipc=host (or --shm-size=16g) and host networking; on several nodes set "
+        "NCCL_SOCKET_IFNAME to the interface they share.",
+        generic=True,
+    ),
+    Cause(
+        "host_alloc_refused",
+        "The host refused a memory allocation",
+        "A request for host memory (RAM) failed: the allocation was larger than the memory "
+        "that was free or that the overcommit policy and limits allow. The process raises an "
+        "error itself: nothing was killed.",
+        "Check the size it asked for: far more than the machine's RAM is a bug (a shape or "
+        "dtype computed wrong); otherwise load less into RAM (memory-map the data, fewer "
+        "workers) or raise the container's memory limit.",
+    ),
+    Cause(
+        "jax_cuda_backend_failed",
+        "JAX could not start its CUDA backend",
+        "jaxlib's CUDA plugin checks the CUDA, cuDNN, cuBLAS and NCCL it finds against those it "
+        "was built with, and the driver against them; when one is missing or too old, or only "
+        "the CPU jaxlib is installed, JAX falls back to the CPU or fails.",
+        'Install JAX with its CUDA wheels in one command (`pip install -U "jax[cuda12]"` or '
+        '`"jax[cuda13]"`), remove system CUDA/cuDNN directories from LD_LIBRARY_PATH, and '
+        "keep the driver at least at the CUDA release the plugin needs.",
+    ),
+    Cause(
+        "tf_gpu_libraries_missing",
+        "TensorFlow could not load its GPU libraries and runs on the CPU",
+        "TensorFlow loads CUDA, cuBLAS, cuDNN and friends at start-up by their exact sonames "
+        "(libcudart.so.11.0, libcudnn.so.8). If any is missing it prints 'Cannot dlopen some "
+        "GPU libraries', skips registering the GPUs and trains on the CPU.",
+        "Install the CUDA and cuDNN versions this TensorFlow release was built for (TF >= 2.15: "
+        "`pip install 'tensorflow[and-cuda]'`), or point LD_LIBRARY_PATH at them; check with "
+        "python -c \"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\".",
+    ),
+    Cause(
+        "torchvision_not_imported",
+        "torchvision's operators are not registered in this process",
+        "A TorchScript or exported model calls torchvision operators (torchvision::nms, "
+        "roi_align), which exist only once torchvision's library is loaded: in Python by "
+        "`import torchvision`, in C++ by linking libtorchvision. Loading the model without it "
+        "fails with 'Unknown builtin op: torchvision::nms'.",
+        "`import torchvision` before torch.jit.load (or torch.export.load); in a C++ program "
+        "link libtorchvision and keep its registration (e.g. -Wl,--no-as-needed).",
+    ),
+    Cause(
+        "job_time_limit",
+        "The scheduler stopped the job at its time limit",
+        "The batch scheduler cancelled the job when it reached its wall-clock limit (Slurm: "
+        "'CANCELLED ... DUE TO TIME LIMIT'). Nothing in the job failed.",
+        "Ask for more time (sbatch --time), or save checkpoints often and resume in a follow-up "
+        "job (Slurm's --signal=B:USR1@300 gives the job warning before the end).",
+    ),
+    Cause(
+        "python_package_missing",
+        "A Python module is not installed in the Python that ran",
+        "The import failed because no installed package provides the module in the interpreter "
+        "that ran the script: it was never installed, was installed into another environment "
+        "(pip of one Python, torchrun or a notebook kernel of another), or its name is "
+        "misspelt.",
+        "Install it with the interpreter that runs the job (`python -m pip install <package>`; "
+        "compare `which python` with the launcher's), or correct the module name.",
+    ),
+    Cause(
+        "package_api_mismatch",
+        "The code imports a name the installed package does not have",
+        "The script imports a function, class or submodule that the installed release of a "
+        "package does not provide: the code (an example from the main branch, a tutorial, "
+        "another package) was written for an older or newer release, or the name is misspelt.",
+        "Install the release the code was written for (the requirements file of the project, "
+        "or `pip install -U <package>` when the name is new), or use the example from the "
+        "installed release; check the spelling against the package's API.",
+    ),
+    Cause(
+        "local_file_shadows_package",
+        "A local file or folder hides the installed package",
+        "Python imports from the current directory and the script's folder first. A file named "
+        "like a package (peft.py, torch/ in a source checkout, vllm/ in its repository) is "
+        "imported instead of the installed package, which fails as a circular import or a "
+        "missing compiled part.",
+        "Rename the local file (and delete its __pycache__), or run from another directory than "
+        "the package's source checkout.",
+    ),
+    Cause(
+        "cudnn_version_mismatch",
+        "The cuDNN that loaded is not the one the framework was built with",
+        "TensorFlow and XLA check the cuDNN they load against the one they were compiled with. "
+        "An older copy found first (a system cuDNN, another CUDA's lib64 on LD_LIBRARY_PATH, a "
+        "conda package) makes the check fail, and the framework refuses cuDNN.",
+        "Install the cuDNN the build asks for (its tested-build table; TF >= 2.15: pip install "
+        "'tensorflow[and-cuda]'), and make sure no older copy is found first: `ldconfig -p | grep "
+        "cudnn`, `echo $LD_LIBRARY_PATH`.",
     ),
     Cause(
         "input_pipeline_bound",

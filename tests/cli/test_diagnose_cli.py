@@ -143,3 +143,26 @@ def test_machine_snapshot_option(run_dlrig, tmp_path):
     )
     assert done.returncode == 0
     assert "530.30.02" in json.loads(done.stdout)["causes"][0]["fixes"][0]
+
+
+def test_a_pipe_is_read_without_dash(run_dlrig):
+    # `cat train.log | dlrig diagnose` (issue 23): a pipe on stdin is the log
+    done = run_dlrig("diagnose", "--json", input=OOM_LOG.read_text())
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["causes"][0]["cause"] == "cuda_oom"
+    empty = run_dlrig("diagnose", input="")
+    assert empty.returncode == 2 and "no log given" in empty.stderr
+
+
+def test_wrapped_command_json_has_command_exit_code_and_signal(run_dlrig):
+    script = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    done = run_dlrig("diagnose", "--json", "--", sys.executable, "-c", script)
+    assert done.returncode == 137
+    document = json.loads(done.stdout)
+    assert document["command"] == [sys.executable, "-c", script]
+    assert document["exit_code"] == 137 and document["signal"] == "SIGKILL"
+    # a bare kill -9 is not "no cause": the exit status is the evidence
+    assert document["causes"][0]["cause"] == "cpu_oom_killed"
+    plain = run_dlrig("diagnose", "--json", "--", sys.executable, "-c", "import sys; sys.exit(7)")
+    assert json.loads(plain.stdout)["exit_code"] == 7
+    assert json.loads(plain.stdout)["signal"] is None

@@ -81,7 +81,7 @@ FAMILIES = [
     (
         "version_mismatch_torch_torchvision/audacitorch-torchaudio-libtorch-cuda-cpp.log",
         "version_mismatch_torch_torchvision",
-        "version_mismatch_torch_torchvision.extension_abi",
+        "version_mismatch_torch_torchvision.torch_library_missing",
         "libtorch_cuda_cpp.so",
     ),
     (
@@ -91,9 +91,9 @@ FAMILIES = [
         "pytorch-nightly 1.0.0.dev20180921",
     ),
     (
-        "cpu_oom_killed/kair-127-winerror-1455-shm-dll.log",
-        "cpu_oom_killed",
-        "cpu_oom_killed.host_allocation_failed",
+        "host_alloc_refused/kair-127-winerror-1455-shm-dll.log",
+        "host_alloc_refused",
+        "host_alloc_refused.allocation",
         "WinError 1455",
     ),
 ]
@@ -119,9 +119,9 @@ def test_torchs_own_libraries_missing_are_not_a_missing_cuda_library():
 
 def test_a_full_paging_file_explains_the_dll_that_did_not_load():
     result = diagnose.diagnose_paths(
-        [LOGS / "cpu_oom_killed/tianshou-297-winerror-1455-cudnn-dll.log"]
+        [LOGS / "host_alloc_refused/tianshou-297-winerror-1455-cudnn-dll.log"]
     )
-    assert [f.cause for f in result.causes] == ["cpu_oom_killed", "missing_cuda_lib"]
+    assert [f.cause for f in result.causes] == ["host_alloc_refused", "missing_cuda_lib"]
     assert "paging file" in result.causes[1].reason
     assert "explains missing_cuda_lib" in result.root.reason
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -37,7 +39,7 @@ def diagnose_command(
 
     \b
     dlrig diagnose train.log [rank1.log ...]   one run, one or more files (gzip is fine)
-    dlrig diagnose - < train.log               from stdin
+    dlrig diagnose - < train.log               from stdin (a pipe is read without -)
     dlrig diagnose -- torchrun ... train.py    run the command, show its output as it runs,
                                                and diagnose if it fails
 
@@ -57,6 +59,18 @@ def diagnose_command(
     command = _command(inputs)
     if command is not None:
         _run_command(command, machine, as_json)
+        return
+    if not inputs and not sys.stdin.isatty():
+        # `cat train.log | dlrig diagnose`: a pipe or a redirected file is the log.
+        result = diagnose.diagnose_stream(sys.stdin.buffer, "<stdin>", machine)
+        if result.bytes == 0:
+            raise InputError(
+                "no log given (standard input is empty)",
+                fix="dlrig diagnose FILE...  (or pipe the log in, or -- CMD ARGS...)",
+            )
+        _report(result, as_json)
+        if not result.causes:
+            sys.exit(EXIT_NO_CAUSE)
         return
     if not inputs:
         raise InputError(
@@ -91,6 +105,16 @@ def _command(inputs: tuple[str, ...]) -> list[str] | None:
                 )
             return after
     return None
+
+
+def _signal_name(code: int) -> str | None:
+    """SIGKILL for 137 (128 + 9): the shell's convention for a command a signal ended."""
+    if code <= 128:
+        return None
+    try:
+        return signal.Signals(code - 128).name
+    except ValueError:
+        return None
 
 
 def _check_logs(paths: list[Path]) -> None:
@@ -142,7 +166,14 @@ def _run_command(command: list[str], machine: Machine | None, as_json: bool) -> 
     code = outcome.exit_code
     if code == 0:
         sys.exit(0)
-    result = session.finish()
+    killed_by = _signal_name(code)
+    if killed_by == "SIGKILL":
+        # Killed without a word (kill -9, the OOM killer, a scheduler): the exit status is the
+        # only evidence, so it goes in as a line of its own, the way a shell reports it.
+        session.feed(b"\nKilled\n", "exit")
+    result = dataclasses.replace(
+        session.finish(), command=tuple(command), exit_code=code, signal=killed_by
+    )
     try:
         if as_json:
             print_json(result.to_dict())

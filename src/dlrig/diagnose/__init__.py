@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import string
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -50,6 +50,9 @@ class Finding:
     signatures: tuple[str, ...]
     ranks: tuple[int, ...]
     references: tuple[str, ...]
+    # The numbers the fixes were computed from (bytes, batch sizes), for scripts: --json's
+    # `figures` ("new_batch_size", "new_grad_accum", "needed_bytes", ...).
+    figures: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +67,7 @@ class Finding:
             "signatures": list(self.signatures),
             "ranks": list(self.ranks),
             "references": list(self.references),
+            "figures": {k: int(v) if v.is_integer() else v for k, v in self.figures.items()},
         }
 
 
@@ -77,6 +81,11 @@ class Diagnosis:
     # Errors the run went on past (a batch-size finder's OOM probe, one skipped fp16 step):
     # shown for the record, never a cause.
     survived: tuple[Finding, ...] = ()
+    # With `dlrig diagnose -- CMD`: the command as it ran, its exit code (128 + N when signal N
+    # killed it, as a shell reports it) and that signal's name.
+    command: tuple[str, ...] | None = None
+    exit_code: int | None = None
+    signal: str | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -94,6 +103,9 @@ class Diagnosis:
                 "lines": self.lines,
                 "bytes": self.bytes,
                 "note": self.note,
+                "command": list(self.command) if self.command is not None else None,
+                "exit_code": self.exit_code,
+                "signal": self.signal,
             },
         )
 
@@ -122,7 +134,17 @@ def _finding(ranked: Ranked, facts: dict[str, str], machine: Machine | None) -> 
     candidate = ranked.candidate
     cause = cause_vocabulary.get(candidate.cause)
     hits = sorted(candidate.hits, key=lambda h: -h.signature.weight)
-    values = advice.variables(candidate.cause, candidate.groups, facts, machine)
+    groups = dict(candidate.groups)
+    # Every library the signatures named, not only the first (TensorFlow lists one per line).
+    libraries = [
+        found["library"]
+        for hit in sorted(candidate.hits, key=lambda h: h.first_line or 0)
+        for found in hit.group_sets
+        if found.get("library")
+    ]
+    if libraries:
+        groups["libraries"] = ", ".join(dict.fromkeys(libraries))
+    values, figures = advice.variables(candidate.cause, groups, facts, machine)
     explanation = None
     fixes: list[str] = []
     references: list[str] = []
@@ -161,6 +183,7 @@ def _finding(ranked: Ranked, facts: dict[str, str], machine: Machine | None) -> 
         signatures=tuple(sorted({h.signature.id for h in hits})),
         ranks=tuple(sorted(candidate.ranks)),
         references=tuple(references),
+        figures=figures,
     )
 
 

@@ -36,6 +36,23 @@ _OTHER_PROCESS = re.compile(r"Process (\d+) has ([\d.]+ ?[KMGT]?i?B) memory in u
 _USABLE_FRACTION = 0.9
 
 
+# Numbers a fix is built from travel beside its text, as `figures` in the JSON document
+# (--json: the new micro-batch, the accumulation, the memory needed). Advisors return them under
+# this prefix; `variables` splits them off.
+FIGURE = "figure:"
+
+
+def _figures(**values: float | int) -> dict[str, str]:
+    return {FIGURE + name: repr(value) for name, value in values.items()}
+
+
+def _human(value: float) -> str:
+    for unit, scale in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if value >= scale:
+            return f"{value / scale:,.1f} {unit}"
+    return f"{value:,.0f} bytes"
+
+
 def parse_size(text: str | None) -> float | None:
     """ "20.00 MiB" -> bytes; "0 bytes" -> 0."""
     if not text:
@@ -125,6 +142,16 @@ def cuda_oom(
         )
         usable = _USABLE_FRACTION * (total - foreign)
         needed = held_bytes + tried
+        out.update(
+            _figures(
+                needed_bytes=needed,
+                usable_bytes=usable,
+                gpu_total_bytes=total,
+                held_bytes=held_bytes,
+                tried_bytes=tried,
+                other_processes_bytes=foreign,
+            )
+        )
         lines = [
             f"The step needed at least {_gib(needed)} ({_gib(held_bytes)} {held_what} + "
             f"{_gib(tried)} it tried to allocate) on a {_gib(total)} GPU"
@@ -134,6 +161,14 @@ def cuda_oom(
         if batch and batch > 1:
             new_batch, new_accum = _batch_cut(batch, accum, usable, needed)
             kept = new_batch * new_accum == batch * accum
+            out.update(
+                _figures(
+                    batch_size=batch,
+                    new_batch_size=new_batch,
+                    grad_accum=accum,
+                    new_grad_accum=new_accum,
+                )
+            )
             lines.append(
                 f"Cut the per-GPU batch from {batch} to at most {new_batch} and raise gradient "
                 f"accumulation from {accum} to {new_accum} to "
@@ -153,6 +188,14 @@ def cuda_oom(
         out["oom_batch_advice"] = " ".join(lines)
     elif batch and batch > 1:
         # No figures in the message: halving is the only defensible step.
+        out.update(
+            _figures(
+                batch_size=batch,
+                new_batch_size=batch // 2,
+                grad_accum=accum,
+                new_grad_accum=accum * 2,
+            )
+        )
         out["oom_batch_advice"] = (
             f"Halve the per-GPU batch ({batch} → {batch // 2}) and double gradient accumulation "
             f"({accum} → {accum * 2}) to keep the global batch (the message gives no memory figures "
@@ -337,6 +380,326 @@ def port_in_use(
     }
 
 
+def extension_abi(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """extension_abi_mismatch: the extension's package and how to get a build for this torch."""
+    from dlrig.knowledge import extensions
+
+    library = groups.get("library", "")
+    symbol = groups.get("symbol", "")
+    known = extensions.extension_for(library) if library else None
+    name = extensions.module_name(library) if library else "a compiled extension"
+    out = {
+        "extension_module": f"{name} ({library})" if library else name,
+        "demangled": (
+            f"{extensions.demangle(symbol)} ({symbol})"
+            if symbol and extensions.demangle(symbol) != symbol
+            else symbol or "a torch library"
+        ),
+    }
+    if known is not None:
+        out["extension_advice"] = (
+            f"Reinstall {known.package} for the installed torch: {known.reinstall}"
+        )
+    else:
+        out["extension_advice"] = (
+            f"Reinstall {name} in a build made for the installed torch (pip's --force-reinstall "
+            "--no-cache-dir --no-build-isolation, so it is rebuilt or re-downloaded rather than "
+            "taken from the cache), or rebuild it from source against this torch; a wheel names "
+            "the torch it was built for in its release notes."
+        )
+    torch_version, _ = install._torch(machine)
+    shown = f"torch {torch_version}" if torch_version else "the installed torch"
+    out["extension_torch_advice"] = (
+        f'Or go back to the torch release {name} was built for; compare: python -c "import '
+        f'torch; print(torch.__version__, torch.version.cuda)" ({shown} is what it must match).'
+    )
+    return out
+
+
+def glibcxx(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """glibcxx_missing: which runtime is too old and how to bring a newer one first."""
+    from dlrig.knowledge import extensions
+
+    needed = groups.get("needed", "")
+    runtime = groups.get("runtime", "")
+    abi = groups.get("abi", "")
+    in_conda = bool(re.search(r"conda|mamba|/envs/|miniforge", runtime, re.I))
+    if abi == "GLIBC":
+        version = needed.split("_", 1)[-1]
+        return {
+            "glibcxx_advice": (
+                f"{groups.get('library', 'The library')} needs glibc {version} or newer; glibc "
+                "comes with the OS: use an OS (or container image) with a newer glibc, or a build "
+                "of that package for this one (an older manylinux wheel, or build it here)."
+            )
+        }
+    gcc = extensions.gcc_for(needed)
+    major = gcc.split(".")[0] if gcc else None
+    floor = f" (GCC {gcc} or newer)" if gcc else ""
+    if in_conda:
+        pin = f"'libstdcxx-ng>={major}'" if major else "libstdcxx-ng"
+        text = (
+            f"The conda environment's libstdc++ ({runtime}) predates {needed}{floor}: update it "
+            f"with conda install -c conda-forge {pin}, or let the system's newer one load first "
+            "(export LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 after checking it has "
+            f"{needed})."
+        )
+    else:
+        text = (
+            f"The system's libstdc++ ({runtime or 'libstdc++.so.6'}) predates {needed}{floor}: "
+            "install a newer libstdc++ (a newer OS, or conda's libstdcxx-ng in the environment "
+            "and its lib folder first on LD_LIBRARY_PATH), or use a build of the library made "
+            "for this OS."
+        )
+    return {"glibcxx_advice": text}
+
+
+def shadowing(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """ld_library_path_shadowing: drop the system directory from the loader path."""
+    library = groups.get("library", "")
+    folder = library.rsplit("/", 1)[0] if "/" in library else ""
+    where = f" ({folder})" if folder else ""
+    return {
+        "shadow_advice": (
+            f"Take the system CUDA/cuDNN directory{where} off LD_LIBRARY_PATH for this job "
+            "(unset LD_LIBRARY_PATH, or remove /usr/local/cuda*/lib64 from it in ~/.bashrc or the "
+            "job script): the wheel loads the nvidia-* libraries it was built with by itself."
+        )
+    }
+
+
+def ddp_unused(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    parameters = groups.get("parameters")
+    indices = groups.get("indices")
+    named = (
+        f" The log names them: {parameters}."
+        if parameters
+        else f" The log names them by index: {indices.strip()}."
+        if indices
+        else ""
+    )
+    return {
+        "ddp_unused_advice": (
+            "Make every parameter contribute to the loss, set requires_grad=False on the ones "
+            "you do not train before wrapping the model, or pass find_unused_parameters=True "
+            "to DistributedDataParallel (Lightning: strategy='ddp_find_unused_parameters_true'; "
+            f"HF Trainer: ddp_find_unused_parameters=True).{named}"
+        )
+    }
+
+
+def host_alloc(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    tried = parse_size(groups.get("tried"))
+    if tried is None and groups.get("tried", "").isdigit():
+        tried = float(groups["tried"])
+    out: dict[str, str] = {"tried_said": ""}
+    if tried is None:
+        return out
+    out["tried_said"] = f" of {_human(tried)}"
+    out.update(_figures(tried_bytes=tried))
+    ram = machine.memory.total_bytes if machine and machine.memory else None
+    if ram:
+        out.update(_figures(host_memory_bytes=float(ram)))
+    if (ram and tried > ram) or tried >= 2 * 1024**4:
+        than = f"this machine's {_human(float(ram))} of RAM" if ram else "a server's RAM"
+        out["host_alloc_advice"] = (
+            f"It asked for {_human(tried)}, more than {than}: that is a wrong size, not a "
+            "shortage. Check the shapes and dtype of the tensor created at the failing line (a "
+            "dimension multiplied in twice, a sequence length or vocabulary read wrong)."
+        )
+    else:
+        out["host_alloc_advice"] = (
+            f"It asked for {_human(tried)} of RAM and the host had less free (or the container's "
+            "limit, or the overcommit policy, refused it): free memory or raise the limit."
+        )
+    return out
+
+
+def nccl_system(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    warn = groups.get("nccl_warn")
+    return {"nccl_warn_said": f" (NCCL WARN: {warn.strip()})" if warn else ""}
+
+
+_SONAME = re.compile(r"lib(?P<name>[a-zA-Z]+?)(?:64_)?\.so\.(?P<version>[\d.]+)")
+
+
+def tf_libraries(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """tf_gpu_libraries_missing: every library TensorFlow could not open, and what they say."""
+    listed = [name.strip() for name in groups.get("libraries", "").split(",") if name.strip()]
+    out = {"libraries": ", ".join(listed) if listed else "its CUDA libraries"}
+    wanted = []
+    for library in listed:
+        found = _SONAME.match(library)
+        if not found:
+            continue
+        name, version = found.group("name"), found.group("version")
+        if name == "cudart":
+            wanted.append(f"CUDA {version}")
+        elif name == "cudnn":
+            wanted.append(f"cuDNN {version}")
+    built = f"it was built for {' and '.join(dict.fromkeys(wanted))}: " if wanted else ""
+    out["tf_libraries_advice"] = (
+        f"Install the CUDA libraries this TensorFlow asks for ({built}the sonames above are "
+        "exact), or install TensorFlow with them: pip install 'tensorflow[and-cuda]' (TF >= "
+        "2.15); for older releases the CUDA/cuDNN pair of its tested-build table, on "
+        "LD_LIBRARY_PATH."
+    )
+    return out
+
+
+def _component_version(component: str, value: str | None) -> str | None:
+    """jaxlib's integer versions: CUDA 12010 -> 12.1, cuDNN 8906 -> 8.9.6, 90100 -> 9.1.0."""
+    if not value or not value.isdigit():
+        return None
+    number = int(value)
+    if component == "CUDA":
+        return f"{number // 1000}.{(number % 1000) // 10}"
+    if component == "cuDNN" and number >= 10000:
+        return f"{number // 10000}.{(number % 10000) // 100}.{number % 100}"
+    return f"{number // 1000}.{(number % 1000) // 100}.{number % 100}"
+
+
+# The pip wheel of each CUDA component jaxlib checks (the nvidia-*-cu12 packages its cuda12 extra
+# installs).
+_JAX_WHEELS = {
+    "cuDNN": "nvidia-cudnn-cu12",
+    "cuSPARSE": "nvidia-cusparse-cu12",
+    "cuBLAS": "nvidia-cublas-cu12",
+    "cuFFT": "nvidia-cufft-cu12",
+    "cuSOLVER": "nvidia-cusolver-cu12",
+    "NCCL": "nvidia-nccl-cu12",
+    "CUPTI": "nvidia-cuda-cupti-cu12",
+    "cuPTI": "nvidia-cuda-cupti-cu12",
+    "CUDA": "nvidia-cuda-runtime-cu12",
+    "NVRTC": "nvidia-cuda-nvrtc-cu12",
+}
+
+
+def jax_component(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    component = groups.get("component", "a CUDA component")
+    found = _component_version(component, groups.get("found"))
+    built = _component_version(component, groups.get("built") or groups.get("minimum"))
+    parts = []
+    if found:
+        parts.append(f"installed {found}")
+    if built:
+        parts.append(f"built against {built}")
+    out = {"component_versions": f" ({', '.join(parts)})" if parts else ""}
+    wheel = _JAX_WHEELS.get(component)
+    if wheel and built:
+        out["jax_component_advice"] = (
+            f"Install {component} {built} or newer where JAX finds it first: pip install -U "
+            f'"jax[cuda12]" brings matching wheels (or pip install -U "{wheel}>={built}"); a '
+            f"system {component} {found or ''} on LD_LIBRARY_PATH is found before them."
+        ).replace("  ", " ")
+    else:
+        out["jax_component_advice"] = (
+            f'Install the {component} JAX was built for: pip install -U "jax[cuda12]" '
+            '(or "jax[cuda13]") brings matching CUDA wheels in one step.'
+        )
+    return out
+
+
+# Import names whose pip package has another name (the usual ones in training scripts).
+_PACKAGE_OF_MODULE = {
+    "cv2": "opencv-python",
+    "PIL": "pillow",
+    "sklearn": "scikit-learn",
+    "skimage": "scikit-image",
+    "yaml": "pyyaml",
+    "attr": "attrs",
+    "bs4": "beautifulsoup4",
+    "Crypto": "pycryptodome",
+    "google": "protobuf",
+    "tensorboardX": "tensorboardX",
+    "lightning_fabric": "lightning",
+    "pytorch_lightning": "pytorch-lightning",
+    "llamafactory": "llamafactory",
+    "flash_attn": "flash-attn",
+    "mmcv": "mmcv",
+    "dotenv": "python-dotenv",
+    "jaxlib": "jaxlib",
+    "apex": "apex (built from source: https://github.com/NVIDIA/apex)",
+}
+
+
+def module_missing(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    module = groups.get("module", "")
+    package = _PACKAGE_OF_MODULE.get(module, module.replace("_", "-"))
+    return {
+        "package": package,
+        "module_advice": (
+            f"Install {package} with the Python that runs the job: python -m pip install "
+            f"{package} (a pip, torchrun or notebook kernel of another environment installs "
+            f"elsewhere); if {module} is your own code, run from its folder or fix the name."
+        ),
+    }
+
+
+def api_mismatch(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    package = groups.get("package", "the package")
+    top = package.split(".")[0]
+    name = groups.get("name", "the name")
+    dist = _PACKAGE_OF_MODULE.get(top, top.replace("_", "-"))
+    required = groups.get("required")
+    found = groups.get("found")
+    if required and found:
+        advice = (
+            f"{package} {found} is installed but {package}{required} is required: pip install "
+            f'"{package}{required}" (or the versions the project\'s requirements file pins).'
+        )
+    else:
+        advice = (
+            f"Install the {dist} release the code was written for: the project's requirements "
+            f"file, or pip install -U {dist} if {name} is new (the code may come from the main "
+            f"branch); check the spelling of {name} against {package}'s API."
+        )
+    return {"package_dist": dist, "name": name, "package": package, "api_advice": advice}
+
+
+def shadow_file(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    path = groups.get("path")
+    package = groups.get("package")
+    if path and package:
+        return {
+            "package_or_folder": f"{path} (named like the package {package})",
+            "shadow_file_advice": (
+                f"Rename {path} (and delete the __pycache__ beside it): it is imported instead of "
+                f"the installed {package}."
+            ),
+        }
+    return {
+        "package_or_folder": "folder of the package's source checkout",
+        "shadow_file_advice": (
+            "Run from another directory than the package's source checkout (its folder, without "
+            "the compiled extensions, is imported instead of the installed package), or build it "
+            "in place (pip install -e .)."
+        ),
+    }
+
+
 ADVISORS = {
     "cuda_oom": cuda_oom,
     "driver_too_old": driver_too_old,
@@ -347,14 +710,31 @@ ADVISORS = {
     "device_side_assert_label_range": device_assert,
     "nccl_timeout": nccl_timeout,
     "port_in_use": port_in_use,
+    "extension_abi_mismatch": extension_abi,
+    "glibcxx_missing": glibcxx,
+    "ld_library_path_shadowing": shadowing,
+    "ddp_unused_parameters": ddp_unused,
+    "host_alloc_refused": host_alloc,
+    "nccl_system_error": nccl_system,
+    "tf_gpu_libraries_missing": tf_libraries,
+    "jax_cuda_backend_failed": jax_component,
+    "python_package_missing": module_missing,
+    "package_api_mismatch": api_mismatch,
+    "local_file_shadows_package": shadow_file,
 }
 
 
 def variables(
     cause: str, groups: dict[str, str], facts: dict[str, str], machine: Machine | None
-) -> dict[str, str]:
+) -> tuple[dict[str, str], dict[str, float]]:
+    """(the fix templates' values, the figures the fixes were computed from)."""
     merged = {k: v for k, v in groups.items() if not k.startswith("_")}
+    figures: dict[str, float] = {}
     advisor = ADVISORS.get(cause)
     if advisor is not None:
-        merged.update(advisor(groups, facts, machine))
-    return merged
+        for key, value in advisor(groups, facts, machine).items():
+            if key.startswith(FIGURE):
+                figures[key[len(FIGURE) :]] = float(value)
+            else:
+                merged[key] = value
+    return merged, figures

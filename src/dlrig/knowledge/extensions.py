@@ -1,0 +1,103 @@
+"""Compiled torch extensions and the C++ runtime they need: what a loader error names, as data.
+
+`diagnose` reads "<library>: undefined symbol: _ZN3c10..." and "version `GLIBCXX_3.4.30' not
+found"; these tables turn the library's path into the package to reinstall
+(`compiled_extensions.csv`) and a libstdc++ symbol version into the GCC release that ships it
+(`glibcxx_versions.csv`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from dlrig.knowledge.tables import records
+
+
+@dataclass(frozen=True)
+class Extension:
+    module: str  # |-separated module names, matched as path components or file-name stems
+    package: str
+    reinstall: str
+    source: str
+    as_of: str
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        names = "|".join(re.escape(name) for name in self.module.split("|"))
+        # a folder of the path (site-packages/flash_attn/...) or a file's stem
+        # (flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so)
+        return re.compile(rf"(?:^|[/\\])(?:{names})(?:[/\\._]|$)")
+
+
+@dataclass(frozen=True)
+class RuntimeVersion:
+    symbol_version: str
+    gcc_version: str
+    source: str
+    as_of: str
+
+
+@functools.cache
+def extensions() -> tuple[Extension, ...]:
+    return records("compiled_extensions", Extension)
+
+
+@functools.cache
+def _runtime_versions() -> dict[str, RuntimeVersion]:
+    return {r.symbol_version: r for r in records("glibcxx_versions", RuntimeVersion)}
+
+
+def extension_for(library: str) -> Extension | None:
+    """The known extension a library path belongs to, or None."""
+    for extension in extensions():
+        if extension.pattern.search(library):
+            return extension
+    return None
+
+
+def module_name(library: str) -> str:
+    """A readable name for an extension's library: its package folder, else the file's stem."""
+    parts = [p for p in re.split(r"[/\\]", library) if p]
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            index = parts.index(marker)
+            if index + 1 < len(parts):
+                return parts[index + 1].split(".")[0]
+    stem = parts[-1] if parts else library
+    return stem.split(".")[0]
+
+
+def gcc_for(symbol_version: str) -> str | None:
+    """The first GCC release whose libstdc++ has this symbol version ("GLIBCXX_3.4.30" -> 12.1.0)."""
+    found = _runtime_versions().get(symbol_version)
+    return found.gcc_version if found else None
+
+
+_NAME = re.compile(r"(\d+)")
+
+
+def demangle(symbol: str) -> str:
+    """The qualified name of an Itanium-mangled nested name ("_ZN3c104cuda9SetDeviceEi" ->
+    "c10::cuda::SetDevice"); the symbol unchanged where it is not that simple shape."""
+    if not symbol.startswith("_ZN"):
+        return symbol
+    rest = symbol[3:]
+    if rest.startswith("K"):
+        rest = rest[1:]
+    names: list[str] = []
+    while rest and rest[0].isdigit():
+        found = _NAME.match(rest)
+        if found is None:
+            break
+        length = int(found.group(1))
+        start = found.end()
+        name = rest[start : start + length]
+        if len(name) < length:
+            return symbol
+        names.append(name)
+        rest = rest[start + length :]
+    if not names or not rest.startswith(("E", "I")):
+        return symbol
+    return "::".join(names)

@@ -1,0 +1,138 @@
+"""The cases of issue 23, each read from a real thread's log (tests/corpus/logs, SOURCES.md).
+
+Every case here was answered wrongly or not at all before the vocabulary grew: a flash-attn
+built for another torch headlined as torchvision; NCCL's bare "unhandled system error" named a
+socket problem; JAX's cuDNN check told to shrink the batch; TensorFlow's missing libraries
+headlined by the last one; a refused host allocation called an OOM kill.
+"""
+
+from __future__ import annotations
+
+import csv
+
+from dlrig import causes, diagnose
+from tests.conftest import CORPUS
+
+LOGS = CORPUS / "logs"
+OUTSIDE = LOGS / "outside"
+# A root named with at least this confidence is a confident answer.
+CONFIDENT = 0.5
+# The project's target for crashes whose cause is in no entry of the vocabulary (issue 23).
+CONFIDENT_WRONG_TARGET = 0.05
+
+
+def _root(path: str) -> diagnose.Finding:
+    result = diagnose.diagnose_paths([LOGS / path])
+    assert result.root is not None, path
+    return result.root
+
+
+def test_flash_attn_built_for_another_torch_is_the_extension_not_torchvision():
+    root = _root("extension_abi_mismatch/flash_attn_setdevice_llamafactory_qwen.log")
+    assert root.cause == "extension_abi_mismatch"
+    assert "flash_attn" in root.explanation and "c10::cuda::SetDevice" in root.explanation
+    assert "flash-attn" in root.fixes[0] and "--no-build-isolation" in root.fixes[0]
+
+
+def test_every_extension_log_names_its_package():
+    for log, package in (
+        ("mmcv_ext_tensorbase_data_ptr_bevformer.log", "mmcv"),
+        ("detectron2_C_tensorbase_data_ptr.log", "detectron2"),
+        ("torch_scatter_version_cuda_parseSchemaOrName.log", "torch-scatter"),
+        ("mamba_selective_scan_setdevice.log", "mamba-ssm"),
+    ):
+        root = _root(f"extension_abi_mismatch/{log}")
+        assert root.cause == "extension_abi_mismatch", log
+        assert package in root.fixes[0], (log, root.fixes[0])
+
+
+def test_nccl_unhandled_system_error_alone_is_not_a_socket_verdict():
+    root = _root("shm_too_small/nccl-tests-docker-ipc-host.log")
+    assert root.cause == "nccl_system_error"
+    assert causes.get("nccl_system_error").generic
+    assert any("--ipc=host" in fix for fix in root.fixes)
+    # with NCCL's WARN line the failing call is named
+    named = _root("nccl_wrong_socket_interface/other-nccl-tests-docker-socket-net-host.log")
+    assert named.cause == "nccl_wrong_socket_interface"
+
+
+def test_jax_cudnn_check_names_the_versions_and_never_a_smaller_batch():
+    root = _root("jax_cuda_backend_failed/gcbfplus-found-cudnn-8600-built-8906.log")
+    assert root.cause == "jax_cuda_backend_failed"
+    assert "installed 8.6.0, built against 8.9.6" in root.explanation
+    assert "nvidia-cudnn-cu12>=8.9.6" in root.fixes[0]
+    assert not any("batch" in fix for fix in root.fixes)
+
+
+def test_jax_cpu_only_jaxlib_and_outdated_components():
+    assert _root("jax_cuda_backend_failed/colabdock-plain-pip-install-jax.log").cause == (
+        "jax_cuda_backend_failed"
+    )
+    outdated = _root("jax_cuda_backend_failed/jax-18027-outdated-cusparse-12002-min-12100.log")
+    assert outdated.cause == "jax_cuda_backend_failed" and "cuSPARSE" in outdated.explanation
+
+
+def test_tensorflow_lists_every_library_and_says_it_ran_on_the_cpu():
+    root = _root("tf_gpu_libraries_missing/system76-cuda-11.2-libcusolver-10-libcudnn-8.log")
+    assert root.cause == "tf_gpu_libraries_missing"
+    assert "libcusolver.so.10" in root.explanation and "libcudnn.so.8" in root.explanation
+    skipped = _root("tf_gpu_libraries_missing/tf-54416-libcusolver-so-11-missing-skip-gpu.log")
+    assert "ran on the CPU" in skipped.explanation
+
+
+def test_a_refused_host_allocation_is_not_an_oom_kill_and_an_absurd_size_is_a_bug():
+    root = _root("host_alloc_refused/pytorch-pr20618-after-message.log")
+    assert root.cause == "host_alloc_refused"
+    assert root.figures["tried_bytes"] == 4_000_000_000_000_000
+    assert "wrong size, not a shortage" in root.fixes[0]
+    small = _root("host_alloc_refused/deeplog-large-dataset-batch.log")
+    assert small.cause == "host_alloc_refused" and "wrong size" not in small.fixes[0]
+
+
+def test_glibcxx_names_the_gcc_and_the_conda_runtime():
+    root = _root("glibcxx_missing/migraphx_conda_base_libstdcxx_glibcxx_3.4.30.log")
+    assert root.cause == "glibcxx_missing"
+    assert "GCC 12.1.0" in root.fixes[0] and "libstdcxx-ng>=12" in root.fixes[0]
+
+
+def test_ddp_unused_parameters_names_them():
+    root = _root("ddp_unused_parameters/peft-lora-esm-pooler-no-grad.log")
+    assert root.cause == "ddp_unused_parameters"
+    assert "pooler.dense.lora_B" in root.fixes[0]
+
+
+def test_python_level_import_failures():
+    assert _root("local_file_shadows_package/peft-1283-circular-import-peft-py.log").cause == (
+        "local_file_shadows_package"
+    )
+    missing = _root("python_package_missing/jax-6071-no-module-jaxlib.log")
+    assert missing.cause == "python_package_missing" and "jaxlib" in missing.fixes[0]
+
+
+def test_oom_fix_numbers_are_fields():
+    result = diagnose.diagnose_paths([LOGS / "cuda_oom/trl-fsdp-sft-rank0-rtx3080.log"])
+    assert result.root is not None and result.root.cause == "cuda_oom"
+    document = result.to_dict()
+    figures = document["causes"][0]["figures"]
+    assert figures["needed_bytes"] > figures["usable_bytes"] > 0
+
+
+def _outside() -> list[dict[str, str]]:
+    return list(csv.DictReader((OUTSIDE / "manifest.csv").open(encoding="utf-8")))
+
+
+def test_crashes_outside_the_vocabulary_are_rarely_answered_with_confidence():
+    rows = _outside()
+    assert len(rows) >= 10
+    confident = []
+    for row in rows:
+        root = diagnose.diagnose_paths([LOGS / row["file"]]).root
+        if root is not None and root.confidence >= CONFIDENT and not causes.get(root.cause).generic:
+            confident.append((row["file"], root.cause))
+    share = len(confident) / len(rows)
+    print(f"\nconfident answers outside the vocabulary: {len(confident)}/{len(rows)} = {share:.1%}")
+    for item in confident:
+        print("  confident:", item)
+    # 1 of 12 today (nemo-102: a packaging bug read as "the installed release lacks the module");
+    # the target of 5% needs a larger set to be measured at all.
+    assert len(confident) <= max(1, round(CONFIDENT_WRONG_TARGET * len(rows)))
