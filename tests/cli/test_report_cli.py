@@ -152,6 +152,7 @@ def test_every_kind_of_saved_document_goes_into_one_page(run_dlrig, tmp_path):
         "--out",
         str(page),
         "--json",
+        "--several-machines",  # a T4 box and an RTX 3090 snapshot: named in the title
     )
     assert done.returncode == 0, done.stderr  # warnings only: doctor's, and the fit that does not
     document = json.loads(done.stdout)

@@ -136,3 +136,36 @@ def test_crashes_outside_the_vocabulary_are_rarely_answered_with_confidence():
     # 1 of 12 today (nemo-102: a packaging bug read as "the installed release lacks the module");
     # the target of 5% needs a larger set to be measured at all.
     assert len(confident) <= max(1, round(CONFIDENT_WRONG_TARGET * len(rows)))
+
+
+FRESH = LOGS / "fresh"
+# Measured once on 2026-12-02 with the signatures of commit 50ab7b4, before anything was changed
+# for this set (it was collected blind after that work): the floor no later change may fall under.
+FRESH_IN_VOCABULARY_FLOOR = 14  # of 24
+FRESH_OUTSIDE_CONFIDENT_CEILING = 3  # of 17
+
+
+def test_the_fresh_blind_set():
+    rows = list(csv.DictReader((FRESH / "manifest.csv").open(encoding="utf-8")))
+    inside = [r for r in rows if r["cause"] != "outside"]
+    outside = [r for r in rows if r["cause"] == "outside"]
+    assert all(r["cause"] in causes.CAUSES for r in inside)
+    right = 0
+    confident = 0
+    for row in rows:
+        root = diagnose.diagnose_paths([LOGS / row["file"]]).root
+        if row["cause"] == "outside":
+            confident += bool(
+                root is not None
+                and root.confidence >= CONFIDENT
+                and not causes.get(root.cause).generic
+            )
+        else:
+            right += bool(root is not None and root.cause == row["cause"])
+    print(
+        f"\nfresh blind set: {len(inside)}/{len(rows)} in the vocabulary; top-1 {right}/"
+        f"{len(inside)} = {right / len(inside):.1%}; confident outside the vocabulary "
+        f"{confident}/{len(outside)} = {confident / len(outside):.1%}"
+    )
+    assert right >= FRESH_IN_VOCABULARY_FLOOR
+    assert confident <= FRESH_OUTSIDE_CONFIDENT_CEILING

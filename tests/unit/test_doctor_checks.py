@@ -327,3 +327,23 @@ def test_nvlink_down_on_sxm_gpus():
     r = result(replace(two, topology=Topology(nvlink_active_links=(18, 0))), "gpu.nvlink")
     assert r.status is Status.WARN
     assert "GPU 1" in " ".join(r.evidence)
+
+
+def test_a_gpu_whose_video_engine_works_is_not_idle():
+    # issue 23: an NVENC/NVDEC job leaves the SMs near 0 %; the recorded encode (coraxx/
+    # netdata_nv_plugin#7) shows SM 1 % and Encoder 12 %.
+    from dlrig.doctor import facts
+
+    (gpu,) = readers.load(NVSMI / "q-d-utilization-396.24-nvenc-busy.txt").gpus or ()
+    assert gpu.utilization_gpu_percent == 1.0 and gpu.utilization_encoder_percent == 12.0
+    assert facts.busy(gpu, DoctorOptions().busy_utilization_percent) is True
+
+
+def test_skip_reasons_say_what_a_recorded_snapshot_does_not_hold():
+    # an nvidia-smi capture has no Python environment: torch is not "not installed"
+    machine = readers.load(NVSMI / "rtx3090-q-x.xml")
+    assert machine.frameworks is None
+    report = doctor.run(machine, DoctorOptions())
+    reasons = {r.title for r in report.checks if r.status is Status.SKIP}
+    assert not any(reason.startswith("torch is not installed") for reason in reasons)
+    assert any("torch not in this snapshot" in reason for reason in reasons)

@@ -427,3 +427,52 @@ def test_a_counter_on_every_sample_is_the_counter_method() -> None:
     kwh, method = report.energy(samples, report.sample_weights([s[0] for s in samples], 3.0), 3.0)
     assert method == "counter"
     assert kwh == pytest.approx((50.0 * 9 + 200.0 * 1.0) / 3.6e6)
+
+
+def _frames(*parts: tuple[int, str, bool]) -> list[Sample]:
+    """Samples from the real H200 capture: (seconds, "idle"|"load", a process holds it)."""
+    idle_frame, load_frame = ReplaySource([H200]).frames
+    samples, second = [], 0
+    for seconds, state, held in parts:
+        gpu = (idle_frame if state == "idle" else load_frame).gpus[0]
+        gpu = gpu.__class__(
+            **{**gpu.__dict__, "processes": load_frame.gpus[0].processes if held else ()}
+        )
+        if not held:
+            gpu = gpu.__class__(**{**gpu.__dict__, "memory_used_bytes": 0})
+        for _ in range(seconds):
+            samples.append(Sample(1000.0 + second, 0.0, (GpuReading(0, "ok", gpu),), None, (), 1))
+            second += 1
+    return samples
+
+
+def test_idle_time_before_a_job_starts_is_not_the_job_waiting():
+    # issue 23: 20 s of an empty GPU, then a job that keeps it busy: no "idle 33%" reading
+    found = reading.read_situation(_frames((20, "idle", False), (40, "load", True)))
+    assert not any(r.cause == "input_pipeline_bound" for r in found), found
+    # the same idle seconds while the job holds the GPU are the job waiting
+    waiting = reading.read_situation(_frames((20, "idle", True), (40, "load", True)))
+    assert any(r.cause == "input_pipeline_bound" for r in waiting)
+
+
+def test_full_memory_on_an_idle_gpu_is_held_not_an_imminent_oom():
+    idle_frame, _ = ReplaySource([H200]).frames
+    gpu = idle_frame.gpus[0]
+    full = gpu.__class__(
+        **{**gpu.__dict__, "memory_used_bytes": int(0.99 * (gpu.memory_total_bytes or 0))}
+    )
+    samples = [
+        Sample(1000.0 + s, 0.0, (GpuReading(0, "ok", full),), None, (), 1) for s in range(30)
+    ]
+    found = reading.read_situation(samples)
+    assert not any(r.cause == "cuda_oom" for r in found)
+    assert any("held while the GPU is idle" in r.text for r in found)
+
+
+def test_a_lowered_power_limit_is_a_finding_not_healthy():
+    # the recorded RTX 3090 (telegraf's rtx-3090-v12.xml) runs with a 200 W limit of 350 W
+    sampler = Sampler(ReplaySource([NVSMI / "rtx3090-q-x.xml"]), interval_seconds=0.2, host=False)
+    found = reading.read_situation([sampler.sample_once()])
+    sampler.stop()
+    assert any("power limit 200 W, below its 350 W default" in r.text for r in found)
+    assert not any("healthy" in r.text for r in found)

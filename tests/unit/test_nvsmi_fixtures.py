@@ -123,7 +123,8 @@ def test_gpu_facts_match_the_file(file, state, name, mib, driver, cuda, pcie, mi
 
 def test_every_fixture_loads():
     files = [p for p in NVSMI.iterdir() if p.suffix in {".xml", ".txt", ".log"}]
-    assert len(files) == 15  # 8 recordings + 7 plain tables (test_readers_formats.py)
+    # 8 recordings + 7 plain tables (test_readers_formats.py) + one -d UTILIZATION excerpt
+    assert len(files) == 16
     for path in files:
         machine = readers.load(path)
         assert machine.origin.path == str(path)

@@ -4,6 +4,7 @@ that stands alone (no script, no request, no duplicate element id across the inl
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -11,6 +12,7 @@ import pytest
 
 from dlrig import accept
 from dlrig.accept import report
+from dlrig.errors import InputError
 from tests.conftest import NVSMI
 
 FIXTURES = {
@@ -34,7 +36,7 @@ def runs(tmp_path_factory):
 
 
 def test_one_summary_over_several_runs_lists_each_problem_once(runs):
-    page = report.build([runs["t4"], runs["rtx3090"], runs["xid"]])
+    page = report.build([runs["t4"], runs["rtx3090"], runs["xid"]], several_machines=True)
     assert page["schema"] == "dlrig.report" and page["result"] == "fail"
     problems = page["summary"]["problems"]
     failing = [p for p in problems if p["status"] == "fail"]
@@ -69,7 +71,9 @@ def test_compare_puts_the_machine_change_first_and_finds_nothing_in_a_rerun(runs
 
 
 def test_the_page_stands_alone(runs):
-    page = report.build([runs["h200-590"], runs["t4"]], compare=runs["h200-580"])
+    page = report.build(
+        [runs["h200-590"], runs["t4"]], compare=runs["h200-580"], several_machines=True
+    )
     text = report.render_html(page)
     assert "<script" not in text.lower()
     assert not re.search(r'(?:src|href)\s*=\s*"(?:https?:)?//', text), "an external resource"
@@ -78,3 +82,44 @@ def test_the_page_stands_alone(runs):
     assert [i for i, n in ids.items() if n > 1] == []
     assert text.count('<figure class="chart"') == 3  # the H200's clock, temperature, power
     assert text.index('id="changes"') < text.index('id="summary"') < text.index('id="machine"')
+
+
+def test_files_of_two_machines_are_refused_unless_asked_for(runs):
+    # issue 23: two machines' runs were merged into one page under the first one's name
+    with pytest.raises(InputError, match="different machines"):
+        report.build([runs["t4"], runs["rtx3090"]])
+    page = report.build([runs["t4"], runs["rtx3090"]], several_machines=True)
+    assert page["title"].startswith("2 machines (")
+
+
+def test_an_unknown_schema_version_is_refused(tmp_path):
+    newer = tmp_path / "bench.json"
+    newer.write_text(json.dumps({"schema": "dlrig.bench", "schema_version": 99, "results": []}))
+    with pytest.raises(InputError, match="schema_version 99"):
+        report.build([str(newer)])
+
+
+def test_a_document_with_nothing_in_it_is_not_a_pass(tmp_path):
+    empty = tmp_path / "bench.json"
+    empty.write_text(json.dumps({"schema": "dlrig.bench", "schema_version": 1, "results": []}))
+    assert report.build([str(empty)])["result"] == "info"
+
+
+def test_the_versions_read_are_the_writers_versions():
+    from dlrig import accept, bench, doctor
+    from dlrig.accept.report import inputs
+    from dlrig.fit import result as fit_result
+    from dlrig.machine import model as machine_model
+    from dlrig.monitor import history, sample
+    from dlrig.monitor import report as monitor_report
+
+    assert inputs.VERSIONS == {
+        "dlrig.accept": accept.SCHEMA_VERSION,
+        "dlrig.doctor": doctor.SCHEMA_VERSION,
+        "dlrig.machine": machine_model.SCHEMA_VERSION,
+        "dlrig.bench": bench.SCHEMA_VERSION,
+        "dlrig.fit": fit_result.SCHEMA_VERSION,
+        "dlrig.monitor.report": monitor_report.SCHEMA_VERSION,
+        "dlrig.monitor.sample": sample.SCHEMA_VERSION,
+        inputs.HISTORY_SCHEMA: history.SCHEMA_VERSION,
+    }

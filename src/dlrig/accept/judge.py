@@ -68,8 +68,13 @@ def from_bench(document: dict[str, Any] | None) -> list[Verdict]:
         ]
         if result.get("note"):
             evidence.append(str(result["note"]))
-        if verdict in ("ok", "info"):
+        if verdict == "ok":
             status, title = "pass", f"{part} {test}{where}: {figure}"
+        elif verdict == "info":
+            # A figure with nothing to hold it against (no catalogue peak for this device) was
+            # measured, not judged: never a pass.
+            status = "skip"
+            title = f"{part} {test}{where}: {figure}, not judged (no expectation for this device)"
         elif verdict == "low":
             status = "fail" if hardware else "warn"
             title = f"{part} {test}{where} below expectation: {figure}" + (
@@ -156,8 +161,10 @@ def summary(verdicts: Sequence[Verdict]) -> dict[str, Any]:
                 "also": [m.title for m in members[1:]],
             }
         )
+    # A run in which nothing was judged passed nothing: it is "info", not a pass.
+    judged = counts["fail"] + counts["warn"] + counts["pass"]
     return {
-        "result": "fail" if counts["fail"] else "pass",
+        "result": "fail" if counts["fail"] else ("pass" if judged else "info"),
         "counts": counts,
         "problems": first,
     }

@@ -22,16 +22,26 @@ EXIT = (
     metavar="OLD.json",
     help="An earlier run (accept, doctor, bench, snapshot): what changed is shown first.",
 )
+@click.option(
+    "--several-machines",
+    is_flag=True,
+    help="Put files of different machines on one page (named in its title); without it they "
+    "are refused.",
+)
 @json_option
 def report_command(
-    files: tuple[str, ...], out: str | None, compare: str | None, as_json: bool
+    files: tuple[str, ...],
+    out: str | None,
+    compare: str | None,
+    several_machines: bool,
+    as_json: bool,
 ) -> None:
     """Render FILES (the JSON of accept, doctor, bench, fit, monitor report, a doctor --save
     snapshot, or a monitor --db history) into one HTML page: the summary first, charts of
     measured against expected, the burn-in's time series and the machine's facts."""
     from dlrig.accept import report
 
-    page = report.build(list(files), compare)
+    page = report.build(list(files), compare, several_machines=several_machines)
     target = out or (None if as_json else "report.html")
     if target:
         written = report.write_html(page, target)

@@ -220,7 +220,7 @@ def torch_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     info = facts.torch(m)
     build = facts.torch_cuda(m)
     if info is None:
-        return c.skip("torch is not installed")
+        return c.skip(facts.absent(m, "torch"))
     if build is None:
         return c.skip("torch is not a CUDA build")
     if m.driver is None or (m.driver.version is None and m.driver.cuda_version is None):
@@ -246,7 +246,7 @@ def tensorflow_cuda(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     the driver must support it, by the same rule as for torch."""
     tf = m.frameworks.tensorflow if m.frameworks else None
     if tf is None:
-        return c.skip("TensorFlow is not installed")
+        return c.skip(facts.absent(m, "TensorFlow"))
     if not tf.build or not tf.build.startswith("cuda-"):
         return c.skip("TensorFlow is not a CUDA build")
     if m.driver is None or (m.driver.version is None and m.driver.cuda_version is None):

@@ -126,6 +126,14 @@ def torch(machine: Machine) -> TorchInfo | None:
     return machine.frameworks.torch if machine.frameworks else None
 
 
+def absent(machine: Machine, framework: str) -> str:
+    """Why a framework's check is skipped, as the snapshot shows it: a recorded snapshot without
+    the Python environment's facts does not say the framework is missing."""
+    if machine.frameworks is None:
+        return f"{framework} not in this snapshot (no Python environment was inspected)"
+    return f"{framework} is not installed"
+
+
 def torch_cuda(machine: Machine) -> str | None:
     """The CUDA version torch was built for ("12.1"), None for CPU/ROCm builds or unknown."""
     info = torch(machine)
@@ -152,9 +160,20 @@ def torch_is_cpu_only(info: TorchInfo) -> bool | None:
 
 
 def busy(gpu: Gpu, threshold_percent: float) -> bool | None:
-    if gpu.utilization_gpu_percent is None:
+    """Whether any engine works: the SMs, or the video encoder/decoder (an NVENC/NVDEC job
+    leaves the SMs idle)."""
+    engines = [
+        value
+        for value in (
+            gpu.utilization_gpu_percent,
+            gpu.utilization_encoder_percent,
+            gpu.utilization_decoder_percent,
+        )
+        if value is not None
+    ]
+    if not engines:
         return None
-    return gpu.utilization_gpu_percent >= threshold_percent
+    return max(engines) >= threshold_percent
 
 
 def gpu_label(gpu: Gpu) -> str:

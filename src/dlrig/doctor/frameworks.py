@@ -59,7 +59,7 @@ def cpu_only_torch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     because a requirements file pins it; conda picks it when 'cpuonly' gets installed."""
     info = facts.torch(m)
     if info is None:
-        return c.skip("torch is not installed")
+        return c.skip(facts.absent(m, "torch"))
     cpu_only = facts.torch_is_cpu_only(info)
     has_gpu = facts.has_nvidia_gpu(m)
     reasons, proven = facts.gpu_expected(m)
@@ -184,7 +184,7 @@ def companions(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     import or at the first custom op ('operator torchvision::nms does not exist')."""
     info = facts.torch(m)
     if info is None or m.frameworks is None:
-        return c.skip("torch is not installed")
+        return c.skip(facts.absent(m, "torch"))
     present = [p for p in (m.frameworks.torchvision, m.frameworks.torchaudio) if p is not None]
     if not present:
         return c.skip("neither torchvision nor torchaudio is installed")
@@ -265,7 +265,7 @@ def tensorflow_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     tensorflow-cpu package and builds without CUDA run on the CPU only."""
     tf = m.frameworks.tensorflow if m.frameworks else None
     if tf is None:
-        return c.skip("TensorFlow is not installed")
+        return c.skip(facts.absent(m, "TensorFlow"))
     if tf.build == "cpu" and facts.has_nvidia_gpu(m):
         return c.warn(
             f"{tf.name} {tf.version} is a CPU-only build on a machine with NVIDIA GPUs",
@@ -281,7 +281,7 @@ def jax_gpu(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     GPUs; plain `pip install jax` runs on the CPU."""
     fw = m.frameworks
     if fw is None or fw.jax is None:
-        return c.skip("JAX is not installed")
+        return c.skip(facts.absent(m, "JAX"))
     jaxlib_variant = local_variant(fw.jaxlib.version) if fw.jaxlib else None
     if (
         fw.jax_cuda_plugin is None

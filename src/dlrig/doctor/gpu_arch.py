@@ -145,7 +145,7 @@ def torch_too_old(c: Check, gpus: tuple[Gpu, ...], m: Machine, o: DoctorOptions)
     older release can run there, so the fix is to upgrade torch, not to reinstall."""
     info = facts.torch(m)
     if info is None:
-        return c.skip("torch is not installed")
+        return c.skip(facts.absent(m, "torch"))
     release = Version.parse(minor_of(info.version))
     if release is None:
         return c.skip(f"cannot read torch version {info.version!r}")

@@ -209,6 +209,9 @@ class Gpu:
     mig_devices: tuple[MigDevice, ...] = ()
     utilization_gpu_percent: float | None = None
     utilization_memory_percent: float | None = None
+    # The video engines (NVENC/NVDEC): busy while the SMs idle when a job only encodes or decodes.
+    utilization_encoder_percent: float | None = None
+    utilization_decoder_percent: float | None = None
     sm_clock_mhz: int | None = None
     sm_clock_max_mhz: int | None = None
     processes: tuple[GpuProcess, ...] | None = None

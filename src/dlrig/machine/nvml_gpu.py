@@ -307,6 +307,8 @@ def read_gpu(
         mig_devices=mig_devices(nv, handle) if mig_on else (),
         utilization_gpu_percent=float(utilization.gpu) if utilization else None,
         utilization_memory_percent=float(utilization.memory) if utilization else None,
+        utilization_encoder_percent=_engine(nv, handle, "nvmlDeviceGetEncoderUtilization"),
+        utilization_decoder_percent=_engine(nv, handle, "nvmlDeviceGetDecoderUtilization"),
         sm_clock_mhz=nv.get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
         memory_clock_mhz=nv.get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_MEM),
         fan_speed_percent=_float(nv.get("nvmlDeviceGetFanSpeed", handle)),
@@ -329,3 +331,14 @@ def _memory_temperature(nv: NvmlSession, handle: Any) -> float | None:
 
 def _float(value: Any) -> float | None:
     return float(value) if value is not None else None
+
+
+def _engine(nv: Any, handle: Any, call: str) -> float | None:
+    """A video engine's utilisation: NVML answers [percent, sampling period in µs]."""
+    answer = nv.get(call, handle)
+    if answer is None:
+        return None
+    try:
+        return float(answer[0])
+    except (TypeError, ValueError, IndexError):
+        return None

@@ -153,6 +153,20 @@ def _gpu_in(sample: Sample, index: int) -> Gpu | None:
     return None
 
 
+def _activity(gpu: Gpu) -> float | None:
+    """How busy the busiest engine is: the SMs, or the video encoder/decoder."""
+    engines = [
+        value
+        for value in (
+            gpu.utilization_gpu_percent,
+            gpu.utilization_encoder_percent,
+            gpu.utilization_decoder_percent,
+        )
+        if value is not None
+    ]
+    return max(engines) if engines else None
+
+
 def _holds_process(gpu: Gpu) -> bool:
     if gpu.processes:
         return True
@@ -171,7 +185,11 @@ def _gpu_readings(
     found: list[Reading] = []
     g = history[-1]
     span = _span_text(window)
-    utils = [h.utilization_gpu_percent for h in history if h.utilization_gpu_percent is not None]
+    # Idle time counts only while a process holds the GPU: the samples before a job starts (or
+    # after it ends) are an empty GPU, not a waiting one. The video engines count as work.
+    utils = [
+        activity for h in history if _holds_process(h) and (activity := _activity(h)) is not None
+    ]
     holds = _holds_process(g)
     if utils and holds and len(utils) >= 3:
         idle_share = sum(1 for u in utils if u < IDLE_BELOW_PERCENT) / len(utils)
@@ -282,9 +300,24 @@ def _gpu_readings(
                         index,
                     )
                 )
+    activities = [a for a in (_activity(h) for h in history) if a is not None]
+    working = bool(activities) and statistics.fmean(activities) >= IDLE_BELOW_PERCENT
     if g.memory_used_bytes and g.memory_total_bytes:
         used = g.memory_used_bytes / g.memory_total_bytes
-        if used >= MEMORY_FULL_SHARE:
+        if used >= MEMORY_FULL_SHARE and not working:
+            # A caching allocator (PyTorch's, JAX's preallocation) keeps what it once used:
+            # full memory on an idle GPU is held, not about to overflow.
+            found.append(
+                Reading(
+                    "info",
+                    f"GPU {index} memory {used:.0%} held while the GPU is idle — a caching "
+                    "allocator (PyTorch, JAX's preallocation) or an idle notebook keeps it; other "
+                    "jobs cannot use it",
+                    None,
+                    index,
+                )
+            )
+        elif used >= MEMORY_FULL_SHARE:
             found.append(
                 Reading(
                     "warn",
@@ -295,6 +328,24 @@ def _gpu_readings(
                     index,
                 )
             )
+    limit_w, default_w = g.power_limit_watts, g.power_default_limit_watts
+    if (
+        limit_w
+        and default_w
+        and limit_w < 0.95 * default_w
+        and not any(r.cause == "gpu_throttling" and "power-capped" in r.text for r in found)
+    ):
+        # A lowered limit is a fact worth saying even before the GPU runs into it.
+        found.append(
+            Reading(
+                "info",
+                f"GPU {index} power limit {limit_w:.0f} W, below its {default_w:.0f} W default"
+                f" — at full load it will run slower; restore it with `sudo nvidia-smi -i "
+                f"{index} -pl {default_w:.0f}` unless the cap is on purpose",
+                "gpu_throttling",
+                index,
+            )
+        )
     link = g.pcie
     if link.width_current and link.width_max and link.width_current < link.width_max:
         found.append(

@@ -22,20 +22,28 @@ from dlrig.accept.report import html, inputs, model
 __all__ = ["build", "build_from_documents", "render_html", "write_html"]
 
 
-def build(paths: Sequence[str], compare: str | None = None) -> dict[str, Any]:
-    """The page document for these files (and what changed since `compare`)."""
+def build(
+    paths: Sequence[str], compare: str | None = None, *, several_machines: bool = False
+) -> dict[str, Any]:
+    """The page document for these files (and what changed since `compare`).
+
+    Files of different machines are refused unless `several_machines` is set; then the page
+    says how many machines it covers and names each."""
     loaded = [inputs.load(path) for path in paths]
     old = inputs.load(compare) if compare else None
-    return model.build(loaded, old)
+    return model.build(loaded, old, several_machines=several_machines)
 
 
 def build_from_documents(
-    documents: Sequence[tuple[str, dict[str, Any]]], compare: str | None = None
+    documents: Sequence[tuple[str, dict[str, Any]]],
+    compare: str | None = None,
+    *,
+    several_machines: bool = False,
 ) -> dict[str, Any]:
     """The page for documents already in memory, as (path, document) pairs."""
     loaded = [inputs.Input(path, str(doc.get("schema")), doc) for path, doc in documents]
     old = inputs.load(compare) if compare else None
-    return model.build(loaded, old)
+    return model.build(loaded, old, several_machines=several_machines)
 
 
 def render_html(page: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dlrig.accept.report import facts as machine_facts
 from dlrig.accept.series import thin
 from dlrig.errors import InputError
 from dlrig.inputs import check_readable_file, read_json
@@ -28,6 +29,19 @@ KNOWN = {
     "dlrig.monitor.report": "monitor history report",
     "dlrig.monitor.sample": "monitor reading",
     HISTORY_SCHEMA: "monitor history",
+}
+# The newest schema_version of each document this dlrig reads (a test holds these to the
+# writers' SCHEMA_VERSION constants). A newer document may mean something else by the same keys:
+# it is refused, never read as if it were this version.
+VERSIONS = {
+    "dlrig.accept": 1,
+    "dlrig.doctor": 1,
+    "dlrig.machine": 1,
+    "dlrig.bench": 1,
+    "dlrig.fit": 2,
+    "dlrig.monitor.report": 1,
+    "dlrig.monitor.sample": 1,
+    HISTORY_SCHEMA: 1,
 }
 
 
@@ -67,7 +81,76 @@ def load(path: str) -> Input:
             fix="give the --json output of accept, doctor, bench, fit or monitor report, a "
             "doctor --save snapshot, or a monitor --db history",
         )
+    version = document.get("schema_version")
+    newest = VERSIONS[str(schema)]
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= newest:
+        raise InputError(
+            f"{path}: {schema} schema_version {version!r} is not one this dlrig reads (1 to "
+            f"{newest})",
+            fix="read it with the dlrig that wrote it, or write it again with this one",
+        )
     return Input(str(path), str(schema), document)
+
+
+def machine_identity(item: Input) -> tuple[str | None, frozenset[str]]:
+    """(hostname, GPU UUIDs) that the document says it was made on; (None, {}) where it
+    does not say."""
+    snapshot = machine_facts.machine_of(item.schema, item.document)
+    host = None
+    uuids: set[str] = set()
+    if snapshot is not None:
+        host = (snapshot.get("origin") or {}).get("hostname")
+        uuids = {g["uuid"] for g in snapshot.get("gpus") or () if g.get("uuid")}
+    if host is None and item.schema == "dlrig.accept":
+        host = item.document.get("hostname")
+    return host, frozenset(uuids)
+
+
+def check_one_machine(inputs: list[Input]) -> None:
+    """InputError naming two inputs of different machines (hostnames, or GPU sets that share
+    no GPU); a page of one machine must not mix another's figures in silently."""
+    groups = machines(inputs)
+    if len(groups) > 1:
+        (first, _), (second, _) = groups[:2]
+        raise InputError(
+            f"{first[0].path} and {second[0].path} are of different machines "
+            f"({_difference(first[0], second[0])})",
+            fix="make one page per machine, or pass --several-machines for one page that "
+            "names each; to set two runs of one machine side by side use --compare",
+        )
+
+
+def _difference(one: Input, other: Input) -> str:
+    host, _ = machine_identity(one)
+    other_host, _ = machine_identity(other)
+    if host and other_host and host != other_host:
+        return f"hosts {host!r} and {other_host!r}"
+    return "GPUs that share no UUID"
+
+
+def machines(inputs: list[Input]) -> list[tuple[list[Input], str]]:
+    """The inputs grouped by the machine they are of, each group with a name for it; inputs
+    that do not say which machine join the first group."""
+    groups: list[tuple[list[Input], str | None, set[str]]] = []
+    unknown: list[Input] = []
+    for item in inputs:
+        host, uuids = machine_identity(item)
+        if host is None and not uuids:
+            unknown.append(item)
+            continue
+        for members, group_host, group_uuids in groups:
+            same_host = host is None or group_host is None or host == group_host
+            same_gpus = not uuids or not group_uuids or bool(uuids & group_uuids)
+            if same_host and same_gpus:
+                members.append(item)
+                group_uuids.update(uuids)
+                break
+        else:
+            groups.append(([item], host, set(uuids)))
+    if not groups:
+        return [(unknown, "")] if unknown else []
+    groups[0][0].extend(unknown)
+    return [(members, host or members[0].label) for members, host, _ in groups]
 
 
 def history_document(path: str) -> dict[str, Any]:

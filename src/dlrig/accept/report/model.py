@@ -17,7 +17,7 @@ from dlrig.accept import judge
 from dlrig.accept.report import compare as compare_runs
 from dlrig.accept.report import facts as machine_facts
 from dlrig.accept.report import figures
-from dlrig.accept.report.inputs import HISTORY_SCHEMA, Input
+from dlrig.accept.report.inputs import HISTORY_SCHEMA, Input, check_one_machine, machines
 from dlrig.accept.verdict import Verdict
 from dlrig.report import envelope
 
@@ -263,11 +263,16 @@ def sections(inputs: Sequence[Input]) -> dict[str, Any]:
     return out
 
 
-def build(inputs: Sequence[Input], compare_with: Input | None = None) -> dict[str, Any]:
+def build(
+    inputs: Sequence[Input], compare_with: Input | None = None, *, several_machines: bool = False
+) -> dict[str, Any]:
     from dlrig.errors import InputError
 
     if not inputs:
         raise InputError("no input files", fix="give dlrig JSON documents, e.g. accept.json")
+    if not several_machines:
+        check_one_machine(list(inputs))
+    named = [name for _, name in machines(list(inputs))]
     current = sections(inputs)
     verdicts: list[Verdict] = current.pop("verdicts")
     summary = judge.summary(verdicts)
@@ -285,6 +290,9 @@ def build(inputs: Sequence[Input], compare_with: Input | None = None) -> dict[st
         (r.get("hostname") for r in current["runs"] if r.get("hostname")), None
     )
     kinds = "acceptance report" if current["runs"] else "report"
+    if len(named) > 1:
+        # One page of several machines says so; the machine section shows the first one's facts.
+        host = f"{len(named)} machines ({', '.join(named)})"
     replayed = [Path(f).name for r in current["runs"] for f in r.get("replay") or ()]
     if not host and replayed:
         host = "recorded " + ", ".join(replayed)

@@ -37,6 +37,8 @@ GPU: dict[str, Read] = {
     "mig_mode_enabled": values.flag,
     "utilization_gpu_percent": values.number,
     "utilization_memory_percent": values.number,
+    "utilization_encoder_percent": values.number,
+    "utilization_decoder_percent": values.number,
     "sm_clock_mhz": values.integer,
     "sm_clock_max_mhz": values.integer,
     "memory_clock_mhz": values.integer,

@@ -201,6 +201,8 @@ _GPU_LABELS = {
     "mig_mode_enabled": ("MIG Mode", "Current"),
     "utilization_gpu_percent": ("Utilization", "GPU"),
     "utilization_memory_percent": ("Utilization", "Memory"),
+    "utilization_encoder_percent": ("Utilization", "Encoder"),
+    "utilization_decoder_percent": ("Utilization", "Decoder"),
     "sm_clock_mhz": ("Clocks", "SM"),
     "sm_clock_max_mhz": ("Max Clocks", "SM"),
     "memory_clock_mhz": ("Clocks", "Memory"),

@@ -211,6 +211,8 @@ _GPU_PATHS = {
     "mig_mode_enabled": "mig_mode/current_mig",
     "utilization_gpu_percent": "utilization/gpu_util",
     "utilization_memory_percent": "utilization/memory_util",
+    "utilization_encoder_percent": "utilization/encoder_util",
+    "utilization_decoder_percent": "utilization/decoder_util",
     "sm_clock_mhz": "clocks/sm_clock",
     "sm_clock_max_mhz": "max_clocks/sm_clock",
     "memory_clock_mhz": "clocks/mem_clock",
