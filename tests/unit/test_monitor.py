@@ -476,3 +476,9 @@ def test_a_lowered_power_limit_is_a_finding_not_healthy():
     sampler.stop()
     assert any("power limit 200 W, below its 350 W default" in r.text for r in found)
     assert not any("healthy" in r.text for r in found)
+
+
+def test_recordings_of_two_machines_are_not_replayed_as_one():
+    # issue 23: two machines' files were served together with gpu="" labels
+    with pytest.raises(InputError, match="not the same machine"):
+        ReplaySource([H200, NVSMI / "rtx3090-q-x.xml"])

@@ -15,9 +15,10 @@ from pathlib import Path
 from dlrig.errors import InputError
 from dlrig.inputs import read_text
 from dlrig.machine.gpu_source_base import SourceInfo, now_iso
-from dlrig.machine.model import Gpu, XidEvent
+from dlrig.machine.model import Gpu, Machine, XidEvent
 from dlrig.machine.nvml import GpuLost
 from dlrig.machine.readers import MAX_INPUT_BYTES, load_gpu_readings, nvsmi_capture
+from dlrig.machine.readers.merge import disagreements
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class ReplaySource:
         driver: str | None = None
         cuda: str | None = None
         hostname: str | None = None
+        recorded: list[tuple[str, Machine]] = []
         for path in paths:
             text = read_text(path, "recorded nvidia-smi output", MAX_INPUT_BYTES)
             name = Path(path).name
@@ -85,6 +87,8 @@ class ReplaySource:
                         fix="give nvidia-smi -q -x, --query-gpu CSV, -q text or a capture",
                     )
                 frames.append(ReplayFrame(name, None, _renumbered(machine.gpus)))
+            _same_machine(recorded, str(path), machine)
+            recorded.append((str(path), machine))
             if machine.driver is not None:
                 driver = driver or machine.driver.version
                 cuda = cuda or machine.driver.cuda_version
@@ -161,3 +165,16 @@ def _replicated(frame: ReplayFrame, copies: int) -> ReplayFrame:
             uuid = gpu.uuid if copy == 0 or gpu.uuid is None else f"{gpu.uuid}-replica-{copy}"
             gpus.append(dataclasses.replace(gpu, index=index, uuid=uuid))
     return ReplayFrame(frame.label, frame.state, tuple(gpus))
+
+
+def _same_machine(recorded: list[tuple[str, Machine]], path: str, machine: Machine) -> None:
+    """InputError when this file is of another machine than one already read: a replay of
+    two machines would serve one machine's GPUs as the other's (and their labels would clash)."""
+    for earlier, other in recorded:
+        found = disagreements(other, machine)
+        if found:
+            raise InputError(
+                f"--replay {earlier} and {path}: not the same machine ({'; '.join(found)})",
+                fix="replay one machine's recordings together; serve another machine with a "
+                "monitor of its own (each on its own port)",
+            )
