@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import random
 
 from hypothesis import given, settings
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from dlrig import diagnose
 from dlrig.diagnose import Session
+from dlrig.diagnose.scanner import Scanner
 from dlrig.knowledge import signatures
 from dlrig.machine import readers
 from tests.conftest import CORPUS
@@ -138,6 +140,54 @@ WHOLE_TEXT = _text(
 @given(st.lists(st.integers(min_value=1, max_value=3000), max_size=30))
 def test_any_chunking_gives_the_same_answer(sizes):
     assert _diagnose_in_pieces(WHOLE_TEXT, sizes) == _diagnose_in_pieces(WHOLE_TEXT, [])
+
+
+class _Trickle(io.RawIOBase):
+    """A pipe that hands over the given numbers of bytes per read (then the rest)."""
+
+    def __init__(self, data: bytes, sizes: list[int]) -> None:
+        self._data, self._sizes, self._at = data, list(sizes), 0
+
+    def readinto(self, target) -> int:  # type: ignore[override]
+        want = self._sizes.pop(0) if self._sizes else len(target)
+        piece = self._data[self._at : self._at + min(want, len(target))]
+        target[: len(piece)] = piece
+        self._at += len(piece)
+        return len(piece)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(min_value=1, max_value=3000), max_size=30),
+    st.sampled_from([4096, 65536, 1 << 20]),
+)
+def test_reading_a_stream_in_any_pieces_gives_the_same_answer(sizes, chunk):
+    # the scanner's own buffer (feed_from), with reads of any size and chunks down to 4 KiB
+    session = Session()
+    session.scanner.feed_from(_Trickle(WHOLE_TEXT, sizes), "<pipe>", chunk_bytes=chunk)
+    result = session.finish()
+    assert [(f.cause, f.evidence[0].line) for f in result.causes] == _diagnose_in_pieces(
+        WHOLE_TEXT, []
+    )
+    assert result.bytes == len(WHOLE_TEXT)
+    assert result.lines == WHOLE_TEXT.count(b"\n")
+
+
+def test_every_engine_gives_the_same_answer():
+    from dlrig.diagnose import scanner
+
+    answers = set()
+    for name in scanner.ENGINES:
+        try:
+            engine = scanner.select_engine(["x"], name)
+        except ImportError:
+            continue  # hyperscan is an extra
+        assert engine.name == name
+        session = Session()
+        session.scanner = Scanner(session.signature_set, engine=name)
+        session.feed(WHOLE_TEXT)
+        answers.add(tuple((f.cause, f.evidence[0].line) for f in session.finish().causes))
+    assert len(answers) == 1
 
 
 def test_long_noise_before_the_error_keeps_line_numbers(tmp_path):

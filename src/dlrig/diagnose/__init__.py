@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import string
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 from dlrig import causes as cause_vocabulary
 from dlrig.diagnose import advice
 from dlrig.diagnose.rank import Ranked, rank
-from dlrig.diagnose.scanner import CHUNK_BYTES, Scanner
+from dlrig.diagnose.scanner import Scanner
 from dlrig.errors import InputError
 from dlrig.inputs import check_readable_file
 from dlrig.knowledge import signatures as signature_knowledge
@@ -198,7 +198,7 @@ class Session:
     def start(self, source: str) -> None:
         self.scanner.start(source)
 
-    def feed(self, data: bytes, source: str | None = None) -> None:
+    def feed(self, data: bytes | memoryview, source: str | None = None) -> None:
         self.scanner.feed(data, source)
 
     def finish(self, note: str | None = None) -> Diagnosis:
@@ -234,24 +234,14 @@ def _open(path: Path) -> BinaryIO:
     return path.open("rb")
 
 
-def read_chunks(stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
-    while True:
-        data = stream.read(chunk_bytes)
-        if not data:
-            return
-        yield data
-
-
 def diagnose_paths(paths: Iterable[Path | str], machine: Machine | None = None) -> Diagnosis:
     """Diagnose one or more log files (e.g. one per rank) as one run."""
     session = Session(machine)
     checked = [check_readable_file(p, "log") for p in paths]
     for path in checked:
-        session.start(str(path))
         try:
             with _open(path) as stream:
-                for chunk in read_chunks(stream):
-                    session.feed(chunk)
+                session.scanner.feed_from(stream, str(path))
         except (OSError, EOFError) as exc:
             raise InputError(f"{path}: cannot be read ({exc})", fix="check the file") from None
     return session.finish()
@@ -261,9 +251,7 @@ def diagnose_stream(
     stream: BinaryIO, source: str = "<stdin>", machine: Machine | None = None
 ) -> Diagnosis:
     session = Session(machine)
-    session.start(source)
-    for chunk in read_chunks(stream):
-        session.feed(chunk)
+    session.scanner.feed_from(stream, source)
     return session.finish()
 
 
