@@ -169,3 +169,29 @@ def test_the_fresh_blind_set():
     )
     assert right >= FRESH_IN_VOCABULARY_FLOOR
     assert confident <= FRESH_OUTSIDE_CONFIDENT_CEILING
+
+
+def test_driver_too_old_without_the_build_in_the_log_names_each_floor_not_the_newest():
+    # issue 23: "found version 11040" and nothing about the build asked for R580 (the newest
+    # torch's driver); a CUDA 12 build needs 525.60.13
+    root = _root("driver_too_old/fooocus-470-driver-11040.log")
+    assert root.cause == "driver_too_old"
+    first = root.fixes[0]
+    assert "CUDA 12.x builds need ≥ 525.60.13" in first and "CUDA 13.x builds need ≥ 580" in first
+    assert "CUDA 11.x" not in first  # the driver runs 11.x builds already
+    assert "this needs ≥" not in first
+
+
+def test_a_failure_without_a_known_cause_quotes_its_first_error():
+    # precision before recall: no signature explains an import-order segfault, so dlrig names
+    # none, and quotes where the failure starts instead of answering "nothing"
+    result = diagnose.diagnose_paths([OUTSIDE / "arrow-torch-before-pyarrow-faulthandler.log"])
+    assert result.root is None
+    assert result.first_error is not None
+    assert result.first_error.text == "Fatal Python error: Segmentation fault"
+    assert result.to_dict()["first_error"]["line"] == result.first_error.line
+    # a run that went well has no "first error", even where it logged an ERROR line
+    for manifest in sorted(LOGS.glob("manifest-*.csv")):
+        for row in csv.DictReader(manifest.open(encoding="utf-8")):
+            if row["cause"] == "none":
+                assert diagnose.diagnose_paths([LOGS / row["file"]]).first_error is None, row

@@ -86,6 +86,10 @@ class Diagnosis:
     command: tuple[str, ...] | None = None
     exit_code: int | None = None
     signal: str | None = None
+    # The earliest line stating an error across the inputs (with its rank where a prefix or the
+    # message names it): quoted when no cause is known, so the answer is never a bare "nothing".
+    first_error: Evidence | None = None
+    first_error_rank: int | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -106,6 +110,9 @@ class Diagnosis:
                 "command": list(self.command) if self.command is not None else None,
                 "exit_code": self.exit_code,
                 "signal": self.signal,
+                "first_error": None
+                if self.first_error is None
+                else {**self.first_error.to_dict(), "rank": self.first_error_rank},
             },
         )
 
@@ -212,6 +219,18 @@ class Session:
         )
         if result.bytes == 0 and note is None:
             note = "the input is empty"
+        first = None
+        first_rank = None
+        # Only a run that shows it failed (a traceback, an abort, an error exit) and nothing
+        # proving it finished: an ERROR line in a run that went on is not "a failure".
+        failed = not result.finishes and any(
+            result.markers.get(m) for m in ("traceback", "abort", "nonzero_exit")
+        )
+        for source in result.sources if failed else ():  # inputs in order; the first with one
+            if source in result.first_errors:
+                line, text, first_rank = result.first_errors[source]
+                first = Evidence(source, line, text)
+                break
         return Diagnosis(
             causes=findings,
             sources=tuple(result.sources),
@@ -219,6 +238,8 @@ class Session:
             bytes=result.bytes,
             note=note,
             survived=survived,
+            first_error=first,
+            first_error_rank=first_rank,
         )
 
 

@@ -245,7 +245,9 @@ def driver_too_old(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     driver_cuda = _driver_cuda(groups, machine)
-    out = install.for_driver(machine, driver_cuda)
+    out = install.for_driver(
+        machine, driver_cuda, (facts.get("torch_version"), facts.get("torch_variant"))
+    )
     if driver_cuda:
         out["driver_cuda"] = driver_cuda
     return out

@@ -83,10 +83,19 @@ def answer(req: Request) -> Resolution:
     return resolve(req)
 
 
-def for_driver(machine: Machine | None, driver_cuda: str | None) -> dict[str, str]:
-    """driver_too_old: the driver the installed build needs, and the build this driver runs."""
+def for_driver(
+    machine: Machine | None,
+    driver_cuda: str | None,
+    logged: tuple[str | None, str | None] = (None, None),
+) -> dict[str, str]:
+    """driver_too_old: the driver the installed build needs, and the build this driver runs.
+
+    `logged` is the torch release and CUDA variant the log itself shows ("2.1.0+cu121"), used
+    where the machine snapshot does not say."""
     out: dict[str, str] = {}
     installed, variant = _torch(machine)
+    if installed is None and logged[0] and logged[1]:
+        installed, variant = logged
     driver = _driver(machine)
     if installed and variant and variant != "cpu":
         needed = resolve(
@@ -114,8 +123,37 @@ def for_driver(machine: Machine | None, driver_cuda: str | None) -> dict[str, st
     return out
 
 
+def _floors_text(driver_cuda: str | None) -> str | None:
+    """The driver floor of each CUDA major above the driver's: what a build of that major needs
+    (minor-version compatibility), when the log does not say which build is installed."""
+    from dlrig.knowledge import cuda
+
+    have = int(driver_cuda.split(".")[0]) if driver_cuda else 0
+    floors = [
+        f"CUDA {major}.x builds need ≥ {row.min_driver_linux}"
+        for major, row in sorted(cuda.minor_compat().items())
+        if major > have
+    ]
+    if not floors:
+        return None
+    return "; ".join(floors)
+
+
 def _upgrade_text(machine: Machine | None, driver: str | None, driver_cuda: str | None) -> str:
-    """The driver upgrade for the newest build this GPU runs (what `keep_driver=False` picks)."""
+    """The driver upgrade for the build that is installed; where neither the log nor the
+    machine says which build that is, the floor of each CUDA major (never the newest torch's
+    driver: the user's build may need far less)."""
+    if _torch(machine)[0] is None:
+        floors = _floors_text(driver_cuda)
+        level = (
+            f"supports CUDA {driver_cuda} only" if driver_cuda else "is older than the CUDA runtime"
+        )
+        if floors:
+            return (
+                f"The driver {level}. Upgrade it to the floor of the CUDA your framework was built "
+                f'for ({floors}); see which: python -c "import torch; print(torch.version.cuda)"'
+                " (rerun with --machine snapshot.json for the exact driver package)."
+            )
     newest = resolve(
         Request(
             compute_capabilities=_capabilities(machine),

@@ -6,11 +6,30 @@ from typing import Any
 
 from dlrig.diagnose import Diagnosis, Finding
 
+POSSIBLE_BELOW = 0.5
+
 
 def render_text(diagnosis: Diagnosis, console: Any, show_secondary: bool = True) -> None:
     from rich.text import Text
 
     scanned = f"{diagnosis.lines:,} lines, {diagnosis.bytes / 1e6:,.1f} MB from {', '.join(diagnosis.sources) or 'input'}"
+    if not diagnosis.causes and diagnosis.first_error is not None:
+        # A failure no signature explains: say so, and quote where it started.
+        error = diagnosis.first_error
+        console.print(Text("No known cause for this failure", style="bold yellow"))
+        where = Text(f"first error at {error.source}:{error.line}", style="dim")
+        if diagnosis.first_error_rank is not None:
+            where.append(f" (rank {diagnosis.first_error_rank})", style="dim")
+        console.print(where)
+        console.print(Text(f"  {error.text}", style="bold magenta"))
+        console.print(
+            "Search for that line in the issue tracker of the library that printed it, or "
+            "run again with more logging (NCCL_DEBUG=INFO, CUDA_LAUNCH_BLOCKING=1, "
+            "TORCH_SHOW_CPP_STACKTRACES=1) for a line dlrig knows."
+        )
+        _render_survived(diagnosis, console)
+        console.print(Text(f"scanned {scanned}", style="dim"))
+        return
     if not diagnosis.causes:
         console.print(Text("No failure cause found", style="bold green"))
         _render_survived(diagnosis, console)
@@ -48,7 +67,11 @@ def _render_finding(finding: Finding, console: Any, headline: bool) -> None:
 
     if headline:
         title = Text()
-        title.append("Root cause: ", style="bold red")
+        # Generic evidence is named, not asserted: below one half it is a lead, not a verdict.
+        if finding.confidence < POSSIBLE_BELOW:
+            title.append("Possible cause: ", style="bold yellow")
+        else:
+            title.append("Root cause: ", style="bold red")
         title.append(f"{finding.title} ", style="bold")
         title.append(f"[{finding.cause}]", style="dim")
         title.append(f"  confidence {finding.confidence:.0%}", style="yellow")

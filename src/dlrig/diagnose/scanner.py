@@ -117,6 +117,16 @@ def select_engine(anchors: Iterable[str], name: str | None = None) -> _Engine:
     return _Engine(ordered)
 
 
+# A line that states an error, rather than mentioning one: a Python exception ("RuntimeError: ...",
+# "torch.OutOfMemoryError: ..."), a C++ abort, a fatal signal, a logger's ERROR/FATAL record.
+_STATES_ERROR = re.compile(
+    r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure)\b:?"
+    r"|terminate called after throwing|[Ss]egmentation fault|Aborted \(core dumped\)"
+    r"|interrupted by signal \d+|killed by signal"
+    r"|Fatal Python error|\bERROR\b|^\s*[EF]\d{4} |\bFATAL\b"
+)
+
+
 def clean_line(raw: str) -> tuple[str, int | None]:
     """(text without ANSI codes and launcher/rank prefix, rank if the prefix named one)."""
     text = _ANSI.sub("", raw)
@@ -208,6 +218,9 @@ class ScanResult:
     lines: int = 0
     bytes: int = 0
     sources: list[str] = field(default_factory=list)
+    # The first line of each input that states an error (an exception, an abort): what a
+    # diagnosis quotes when no signature names a cause. (source, line, text, rank)
+    first_errors: dict[str, tuple[int, str, int | None]] = field(default_factory=dict)
 
 
 class Scanner:
@@ -338,6 +351,8 @@ class Scanner:
         for marker_id, anchors in self._marker_lowered:
             if any(anchor in lowered for anchor in anchors):
                 found_so_far.markers[marker_id] += 1
+                if source not in found_so_far.first_errors and _STATES_ERROR.search(text):
+                    found_so_far.first_errors[source] = (line, text.strip()[:400], rank)
         for finish, anchors in self._finishes:
             if any(anchor in lowered for anchor in anchors) and any(
                 p.search(text) for p in finish.patterns
