@@ -197,3 +197,30 @@ def test_a_failure_without_a_known_cause_quotes_its_first_error():
         for row in csv.DictReader(manifest.open(encoding="utf-8")):
             if row["cause"] == "none":
                 assert diagnose.diagnose_paths([LOGS / row["file"]]).first_error is None, row
+
+
+FRESH2 = LOGS / "fresh2"
+
+
+def test_the_second_fresh_blind_set():
+    """Collected after all the issue-23 work (commit 8a4b3a7) from threads no set had; measured
+    once, blind: 13 of 26 in the vocabulary, 9 of 13 named right, 2 of 13 outside answered with
+    confidence. Three of its misses were then written from their emitters (torch's "name '_C' is
+    not defined" in a source checkout, JAX's removal notices, bash running a Python file), so
+    what follows is the floor, no longer a blind figure."""
+    rows = list(csv.DictReader((FRESH2 / "manifest.csv").open(encoding="utf-8")))
+    inside = [r for r in rows if r["cause"] != "outside"]
+    right = sum(
+        1
+        for r in inside
+        if (root := diagnose.diagnose_paths([LOGS / r["file"]]).root) and root.cause == r["cause"]
+    )
+    confident = 0
+    for row in (r for r in rows if r["cause"] == "outside"):
+        root = diagnose.diagnose_paths([LOGS / row["file"]]).root
+        confident += bool(
+            root and root.confidence >= CONFIDENT and not causes.get(root.cause).generic
+        )
+    print(f"\nsecond fresh set: top-1 {right}/{len(inside)}, confident outside {confident}/13")
+    assert (len(inside), len(rows)) == (13, 26)
+    assert right >= 11 and confident <= 1
