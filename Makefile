@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 # fit basis (minutes), so the test environment takes these.
 TRACE_PINS ?= transformers==5.24.0 peft==0.21.2
 
-.PHONY: run test system lint typecheck unit gpu bench clean
+.PHONY: run test test-fast system lint typecheck unit gpu bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ typecheck: $(VENV)/.stamp-test
 
 unit: $(VENV)/.stamp-test system
 	$(BIN)/pytest
+
+# The inner loop: the in-process unit tests, without the slow tier (processes, real training
+# steps, timed I/O); about a minute on 2 cores. `make test` runs every tier.
+test-fast: $(VENV)/.stamp-test
+	$(BIN)/pytest tests/unit -m "not gpu and not slow"
 
 # Where a GPU is: the CUDA/NVML smoke tests and every GPU figure, into out/gpu-suite/.
 gpu: $(VENV)/.stamp-test

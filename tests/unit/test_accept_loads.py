@@ -3,6 +3,8 @@ and never outlive a dlrig that was killed."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import signal
@@ -14,6 +16,9 @@ from pathlib import Path
 
 from dlrig.accept import loads
 from dlrig.machine import probe
+
+# Real processes and training steps: the slow tier (make test runs it, make test-fast does not).
+pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 120
 

@@ -59,6 +59,7 @@ def test_host_memory_copy_on_cpu() -> None:
     assert copy.test == "host_copy" and copy.unit == "GB/s" and copy.value > 1  # type: ignore[operator]
 
 
+@pytest.mark.slow
 def test_gloo_collectives_with_two_processes() -> None:
     found = comms.run(pick("cpu"), processes=2, sizes=(1 << 12, 1 << 16, 1 << 20), iterations=3)
     assert [r.test for r in found] == list(comms.OPS)
@@ -77,6 +78,7 @@ def _leftovers(directory: Path) -> list[str]:
     return [p.name for p in directory.iterdir() if p.name.startswith(".dlrig-bench-")]
 
 
+@pytest.mark.slow
 def test_storage_reads_a_test_file_and_removes_it(tmp_path) -> None:
     found = storage.run(tmp_path, size=32 << 20, random_seconds=0.3)
     assert [r.test for r in found] == ["seq_read", "random_read"]
@@ -112,6 +114,7 @@ def test_storage_trusts_a_figure_only_with_a_reason() -> None:
     assert storage.agreement(figures(500, huge), figures(1000, "huge pages"))[0] == "dlrig"
 
 
+@pytest.mark.slow
 def test_storage_reads_an_existing_file_without_writing(tmp_path) -> None:
     data = tmp_path / "shard-0000.tar"
     data.write_bytes(os.urandom(20 << 20))
@@ -201,6 +204,7 @@ def test_synthetic_images_look_like_imagenet_samples() -> None:
 
 
 @pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm")
+@pytest.mark.slow
 def test_storage_on_tmpfs_is_not_judged_as_a_disk() -> None:
     found = storage.run("/dev/shm", size=32 << 20, random_seconds=0.2, with_fio=False)
     assert {r.verdict for r in found} == {"info"}
@@ -208,6 +212,7 @@ def test_storage_on_tmpfs_is_not_judged_as_a_disk() -> None:
     assert _leftovers(Path("/dev/shm")) == []
 
 
+@pytest.mark.slow
 def test_more_gloo_ranks_than_cores_are_capped_and_progress_is_reported() -> None:
     import os
 

@@ -25,6 +25,9 @@ pytest.importorskip("peft")
 
 from dlrig.fit import pipeline, store
 
+# One worker builds the corpus of traces once (module fixture), not both.
+pytestmark = pytest.mark.xdist_group("fit_accuracy")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

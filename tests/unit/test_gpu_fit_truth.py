@@ -11,6 +11,9 @@ import pytest
 
 from tests.conftest import ROOT
 
+# Real processes and training steps: the slow tier (make test runs it, make test-fast does not).
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 
 

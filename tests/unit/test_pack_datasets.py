@@ -82,6 +82,7 @@ def test_persistent_workers_see_each_new_epoch(packed: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_spawned_workers_get_the_dataset_by_pickling(packed: Path) -> None:
     stream = pack.IterableDataset(packed, batch_size=BATCH, seed=2, shuffle=False)
     stream.set_epoch(4)

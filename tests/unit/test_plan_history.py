@@ -21,6 +21,9 @@ from dlrig.plan.upgrade import upgrade
 from dlrig.plan.usage import read
 from tests.conftest import NVSMI, ROOT
 
+# Records a history and a storage run with the real dlrig CLI: the slow tier.
+pytestmark = pytest.mark.slow
+
 H200 = NVSMI / "h200-capture-idle-load.txt"
 T4 = NVSMI / "tesla-t4-2procs-q-x.xml"
 
