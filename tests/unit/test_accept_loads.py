@@ -3,8 +3,6 @@ and never outlive a dlrig that was killed."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import signal
@@ -13,6 +11,8 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+
+import pytest
 
 from dlrig.accept import loads
 from dlrig.machine import probe
