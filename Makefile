@@ -66,6 +66,7 @@ bench: $(VENV)/.stamp-test
 	$(BIN)/python benchmarks/train_overhead.py
 	$(BIN)/python benchmarks/pack_vs_formats.py
 	$(BIN)/python benchmarks/pack_fill_contention.py
+	$(BIN)/python benchmarks/health_speed.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

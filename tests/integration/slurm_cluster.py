@@ -69,6 +69,9 @@ class SlurmCluster:
     root: Path
     gpus_per_node: int = 1
     cpus_per_node: int = 2
+    # More slurm.conf lines (HealthCheckProgram=..., HealthCheckInterval=...) for one test's own
+    # cluster; the shared one has none.
+    extra_config: tuple[str, ...] = ()
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
 
@@ -185,8 +188,10 @@ class SlurmCluster:
 
     @classmethod
     @contextlib.contextmanager
-    def start(cls, root: Path, gpus_per_node: int = 1) -> Iterator[SlurmCluster]:
-        cluster = cls(root=root, gpus_per_node=gpus_per_node)
+    def start(
+        cls, root: Path, gpus_per_node: int = 1, extra_config: tuple[str, ...] = ()
+    ) -> Iterator[SlurmCluster]:
+        cluster = cls(root=root, gpus_per_node=gpus_per_node, extra_config=extra_config)
         try:
             cluster._start()
             yield cluster
@@ -287,6 +292,7 @@ class SlurmCluster:
         lines.append(
             f"PartitionName=debug Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP"
         )
+        lines.extend(self.extra_config)
         self.conf.write_text("\n".join(lines) + "\n")
         prolog = self.conf.parent / "task_prolog.sh"
         prolog.write_text(

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "plan": "dlrig.cli.plan:plan_command",
     "accept": "dlrig.cli.accept:accept_command",
     "report": "dlrig.cli.report:report_command",
+    "health": "dlrig.cli.health:health_command",
 }
 
 

@@ -255,3 +255,39 @@ def monitor_k8s_command(ctx: click.Context, /, **params: Any) -> None:
     from dlrig.provision.k8s import MonitorK8sOptions
 
     generate_target(ctx, "monitor-k8s", MonitorK8sOptions, params, probe_by_default=False)
+
+
+@provision_command.command("health", epilog=EXIT_CODES)
+@fact_options
+@click.option(
+    "--dlrig",
+    default="/usr/local/bin/dlrig",
+    show_default=True,
+    help="Where dlrig is installed on the nodes (or in the NPD image).",
+)
+@click.option(
+    "--install-dir",
+    default="/etc/slurm",
+    show_default=True,
+    help="Where the three Slurm scripts go on each node.",
+)
+@integer_option(
+    "--interval", "interval_s", min=10, max=86400, default=300, help="Seconds between checks."
+)
+@integer_option(
+    "--budget", "budget_s", min=5, max=50, default=45, help="Seconds one check may take."
+)
+@click.option("--image", default="dlrig-npd:latest", show_default=True, help="NPD + dlrig image.")
+@click.option("--namespace", default="kube-system", show_default=True)
+@click.pass_context
+def health_command(ctx: click.Context, /, **params: Any) -> None:
+    """Slurm's HealthCheckProgram, Prolog and Epilog running `dlrig health --slurm`, and
+    node-problem-detector's plugin config and DaemonSet running `dlrig health --format npd`.
+
+    \b
+    Example:
+      dlrig provision health --gpu h100 --gpus 8 --out health/
+    """
+    from dlrig.provision.health import HealthOptions
+
+    generate_target(ctx, "health", HealthOptions, params, probe_by_default=False)

@@ -104,12 +104,16 @@ def via_srun(
     for name, (state, reason) in states.items():
         if name not in usable:
             kind = "drained" if state.startswith(("drain", "drng")) else "down"
+            # `dlrig health --slurm` writes "dlrig: <check>: <fault>": say it was dlrig's doing.
+            by = (
+                "drained by dlrig health" if reason.startswith("dlrig:") else f"Slurm state {state}"
+            )
             nodes.append(
                 NodeResult(
                     name,
                     None,
                     kind,
-                    f"Slurm state {state}" + (f": {reason}" if reason and reason != "none" else ""),
+                    by + (f": {reason}" if reason and reason != "none" else ""),
                 )
             )
     if usable:

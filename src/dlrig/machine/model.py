@@ -37,6 +37,9 @@ class Origin:
     collected_at: str | None = None  # ISO 8601 UTC
     hostname: str | None = None
     detail: str | None = None
+    # /proc/sys/kernel/random/boot_id of a live probe: tells one boot from the next (the kernel
+    # log and the GPUs' error counters start again at each boot).
+    boot_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,10 @@ probing through it is safe on a busy training box.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -102,13 +105,50 @@ class NvmlSession:
         return None if values is None else list(values)
 
 
+# Where the NVIDIA GPU operator puts the driver (its driver container's root, shared with the
+# host): a node managed by it has no libnvidia-ml.so.1 (and no nvidia-smi) on the host's own
+# paths (NVIDIA/gpu-operator#2137). DLRIG_NVIDIA_DRIVER_ROOT names another root.
+DRIVER_ROOTS = ("/run/nvidia/driver",)
+_LIBRARY_DIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/aarch64-linux-gnu", "usr/lib")
+
+
+def driver_root_libraries(roots: tuple[str, ...]) -> list[Path]:
+    """The libnvidia-ml.so.1 files under these driver roots, in the order to try."""
+    found = []
+    for root in roots:
+        for folder in _LIBRARY_DIRS:
+            path = Path(root) / folder / "libnvidia-ml.so.1"
+            if path.is_file():
+                found.append(path)
+    return found
+
+
+def _load_from_driver_roots() -> bool:
+    """Load NVML from a driver root: once a library of that soname is loaded, the binding's own
+    CDLL("libnvidia-ml.so.1") gets it from the loader."""
+    roots = tuple(filter(None, (os.environ.get("DLRIG_NVIDIA_DRIVER_ROOT"),))) + DRIVER_ROOTS
+    for path in driver_root_libraries(roots):
+        try:
+            ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+            return True
+        except OSError:
+            continue
+    return False
+
+
 def start_session(raise_lost: bool = False) -> NvmlSession:
     """Initialise NVML for a long-lived user (the monitor's sampler); call `end_session`."""
     nvml = _module()
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
-        raise NvmlUnavailable(str(exc)) from exc
+        missing = getattr(nvml, "NVML_ERROR_LIBRARY_NOT_FOUND", None)
+        if getattr(exc, "value", None) != missing or not _load_from_driver_roots():
+            raise NvmlUnavailable(str(exc)) from exc
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as again:
+            raise NvmlUnavailable(str(again)) from again
     return NvmlSession(nvml, raise_lost=raise_lost)
 
 

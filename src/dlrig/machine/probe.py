@@ -152,3 +152,49 @@ def kernel_log(ctx: ProbeContext | None = None) -> tuple[KernelLog | None, str |
     """The kernel log's Xid events alone (and why not, when it cannot be read): a second look
     after a long run, without probing everything again."""
     return _kernel_log(ctx or ProbeContext())
+
+
+def collect_health(ctx: ProbeContext | None = None, deadline_s: float = 10.0) -> Machine:
+    """What a node health check reads, and nothing more: the driver and GPUs through NVML (no
+    CUDA context, no GPU allocated) and the kernel log's Xid events of this boot. Each source
+    runs in its own thread under one deadline: a hung NVML call or a hung filesystem is reported
+    as an issue, never waited for."""
+    ctx = ctx or ProbeContext()
+    sources: dict[str, Callable[[], Any]] = {
+        "nvidia": lambda: nvidia.probe(ctx),
+        "kernel_log": lambda: _kernel_log(ctx),
+        "boot_id": lambda: (ctx.read("/proc/sys/kernel/random/boot_id") or "").strip() or None,
+    }
+    results: dict[str, Any] = {}
+    issues: list[ProbeIssue] = []
+    started = time.monotonic()
+    for name, outcome in _run_bounded(sources, deadline_s):
+        if isinstance(outcome, BaseException):
+            issues.append(ProbeIssue(name, f"{type(outcome).__name__}: {outcome}"))
+        else:
+            results[name] = outcome
+    for name in sources:
+        if name not in results and not any(issue.source == name for issue in issues):
+            issues.append(ProbeIssue(name, f"did not finish within {deadline_s:g} s"))
+    driver = gpus = topology = kernel_log = None
+    if "nvidia" in results:
+        driver, gpus, topology, nvidia_issues = results["nvidia"]
+        issues.extend(nvidia_issues)
+    if "kernel_log" in results:
+        kernel_log, reason = results["kernel_log"]
+        if reason:
+            issues.append(ProbeIssue("kernel_log", reason))
+    return Machine(
+        origin=Origin(
+            kind="live",
+            collected_at=dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
+            hostname=socket.gethostname(),
+            detail=f"health probe in {time.monotonic() - started:.2f} s",
+            boot_id=results.get("boot_id"),
+        ),
+        driver=driver,
+        gpus=gpus,
+        topology=topology,
+        kernel_log=kernel_log,
+        probe_issues=tuple(sorted(issues, key=lambda i: i.source)),
+    )

@@ -5,7 +5,7 @@
     bundle = provision.generate("host", facts)
     for f in bundle.files: print(f.path, f.description)
 
-One generator per target (host, env, docker, nccl, launch, power, monitor-k8s); each returns a
+One generator per target (host, env, docker, nccl, launch, power, monitor-k8s, health); each returns a
 `Bundle` of files and the decisions behind them. Templates live in `templates/`.
 """
 
@@ -25,6 +25,7 @@ TARGETS: dict[str, str] = {
     "launch": "dlrig.provision.launch",
     "power": "dlrig.provision.power",
     "monitor-k8s": "dlrig.provision.k8s",
+    "health": "dlrig.provision.health",
 }
 
 __all__ = [
