@@ -255,3 +255,19 @@ def test_nvml_is_looked_for_in_the_gpu_operators_driver_root(tmp_path):
     other.write_bytes(b"")
     assert nvml.driver_root_libraries((str(tmp_path),)) == [other, lib]
     assert nvml.driver_root_libraries((str(tmp_path / "absent"),)) == []
+
+
+def test_an_nvlink_gpu_without_links_drains_the_board():
+    # the recorded H200 reads 18 active links; a second GPU with none is the fabric manager down
+    from dataclasses import replace
+
+    from dlrig.machine.model import Topology
+
+    machine = readers.load(NVSMI / "h200-capture-idle-load.txt")
+    gpu = machine.gpus[0]
+    two = replace(machine, gpus=(gpu, replace(gpu, index=1)))
+    fine = health.run(machine=replace(two, topology=Topology(nvlink_active_links=(18, 18))))
+    assert not any(f.check == "gpu.nvlink" for f in fine.faults)
+    down = health.run(machine=replace(two, topology=Topology(nvlink_active_links=(18, 0))))
+    assert down.status == "fault" and down.draining[0].check == "gpu.nvlink"
+    assert "fabricmanager" in down.draining[0].title

@@ -77,7 +77,8 @@ def health_command(
     retirement or row remapping, a GPU missing from the bus, a driver/library mismatch, a PCIe
     link below its width; after a job (epilog) also processes and memory left on the GPUs.
     Application Xids and warnings never drain. The check reads NVML and the kernel log only,
-    within --budget seconds even when NVML hangs.
+    within --budget seconds even when NVML hangs; invasive tests (burn-in, NCCL, bandwidth) are
+    `dlrig accept`'s.
 
     \b
     Example:

@@ -97,6 +97,7 @@ CHECKED = (
     "GPU count",
     "uncorrectable ECC, page retirement, row remapping",
     "PCIe width, generation while busy",
+    "NVLink active on NVLink GPUs (fabric manager)",
     "Xid events of this boot",
 )
 
@@ -124,6 +125,7 @@ def evaluate(
     faults = [
         *checks.driver_faults(machine),
         *checks.gpu_faults(machine, options.expect_gpus, options.busy_percent),
+        *checks.fabric_faults(machine),
         *remembered,
         *xid,
     ]

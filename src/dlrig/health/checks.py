@@ -218,3 +218,33 @@ def leaked_memory_faults(machine: Machine) -> list[Fault]:
                 )
             )
     return faults
+
+
+def _has_nvlink(gpu: Gpu) -> bool:
+    from dlrig.knowledge import gpus as gpu_knowledge  # the catalogue: loaded once, on demand
+
+    spec = gpu_knowledge.catalogue().resolve(gpu.name)
+    return bool(spec and spec.form_factor in {"sxm", "oam", "mezzanine"} and spec.nvlink_gbs)
+
+
+def fabric_faults(machine: Machine) -> list[Fault]:
+    """SXM GPUs of a multi-GPU board with no active NVLink: on an HGX board that is the fabric
+    manager down (or out of step with the driver); CUDA then fails or runs over PCIe."""
+    gpus = machine.gpus or ()
+    links = machine.topology.nvlink_active_links if machine.topology else None
+    if len(gpus) < 2 or links is None:
+        return []
+    down = [g for g in gpus if _has_nvlink(g) and g.index < len(links) and links[g.index] == 0]
+    if not down:
+        return []
+    return [
+        Fault(
+            "gpu.nvlink",
+            f"{len(down)} NVLink GPU(s) with no active link (is nvidia-fabricmanager running?)",
+            (
+                "nvidia-smi nvlink -s ; systemctl status nvidia-fabricmanager",
+                ", ".join(_label(g) for g in down[:4]),
+            ),
+            cause=None,
+        )
+    ]
