@@ -271,3 +271,28 @@ def test_an_nvlink_gpu_without_links_drains_the_board():
     down = health.run(machine=replace(two, topology=Topology(nvlink_active_links=(18, 0))))
     assert down.status == "fault" and down.draining[0].check == "gpu.nvlink"
     assert "fabricmanager" in down.draining[0].title
+
+
+def test_the_textfile_is_written_whole_for_node_exporter(tmp_path):
+    target = tmp_path / "dlrig.prom"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlrig.cli.main",
+            "health",
+            "--from",
+            str(HARDWARE_XID),
+            "--textfile",
+            str(target),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1, done.stderr  # a fault that drains
+    assert json.loads(done.stdout)["drain"] is True
+    assert 'dlrig_health_status{mode="periodic"} 2' in target.read_text()
+    assert not list(tmp_path.glob(".*"))  # no temporary file left beside it
