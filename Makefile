@@ -36,6 +36,7 @@ test: system $(VENV)/.stamp-test lint typecheck unit
 lint: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports
 	shellcheck .ci/run .ci/system-packages $(wildcard benchmarks/*.sh)
 
 typecheck: $(VENV)/.stamp-test

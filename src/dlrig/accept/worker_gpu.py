@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dlrig.accept.worker import Meter, emit, run_loop
+from dlrig.accept.load_kit import Meter, emit, run_loop
 
 MATRIX_N = 8192  # 2·N³ = 1.1 TFLOP per matmul: milliseconds on any datacenter GPU
 COPY_EVERY = 8  # matmuls between two device-memory copies

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import click
 
-from dlrig.cli.common import console, integer_option, json_option, number_option, print_json
+from dlrig.cli.common import (
+    console,
+    integer_option,
+    json_option,
+    number_option,
+    print_json,
+    print_report,
+)
 from dlrig.errors import InputError
 from dlrig.machine.model import Machine
 
@@ -118,9 +125,13 @@ def doctor_command(
         _list_checks(as_json)
         return
     if fleet is not None:
-        from dlrig.doctor.fleet import run_command
+        from dlrig.doctor import fleet as fleet_report
 
-        run_command(fleet, as_json, timeout_s)
+        # exit 1 when a node is odd (differs, fails a check others pass, or is drained/down)
+        fleet_result = fleet_report.collect(fleet, timeout_s)
+        print_report(fleet_result, as_json, fleet_report.render_text)
+        if fleet_result.problem:
+            sys.exit(1)
         return
     if as_json and markdown:
         raise InputError("--json and --markdown: choose one output format", fix="drop one of them")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dlrig.doctor.registry import Check, DoctorOptions, all_checks, get
+from dlrig.doctor.checks import all_checks, get
+from dlrig.doctor.registry import Check, DoctorOptions
 from dlrig.machine.model import Machine
 from dlrig.report import CheckResult, Status, Summary, envelope
 

@@ -10,7 +10,6 @@ nodes are odd too: a job cannot use them.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from dlrig.doctor.fleet_compare import (
@@ -34,6 +33,7 @@ __all__ = [
     "Difference",
     "FleetReport",
     "NodeResult",
+    "collect",
     "compare",
     "facts_of",
     "failed_checks",
@@ -41,7 +41,6 @@ __all__ = [
     "key_of",
     "node_states",
     "render_text",
-    "run_command",
     "via_srun",
 ]
 
@@ -98,12 +97,6 @@ def render_text(report: FleetReport, out: Any) -> None:
         out.print("[green]all nodes agree[/green]")
 
 
-def run_command(spec: str, as_json: bool, timeout_s: float) -> None:
-    """The CLI's --fleet: exit 1 when a node is odd (differs, fails a check others pass, or is
-    drained/down), 0 when every node agrees."""
-    from dlrig.cli.common import print_report
-
-    report = via_srun(timeout_s=max(60.0, timeout_s * 6)) if spec == "srun" else from_paths(spec)
-    print_report(report, as_json, render_text)
-    if report.problem:
-        sys.exit(1)
+def collect(spec: str, timeout_s: float) -> FleetReport:
+    """The fleet's report: `srun` fans out over the Slurm cluster, else saved files."""
+    return via_srun(timeout_s=max(60.0, timeout_s * 6)) if spec == "srun" else from_paths(spec)

@@ -28,6 +28,7 @@ def gpu_check(
             return function(c, m.gpus, m, o)
 
         run.__doc__ = function.__doc__
+        run.__module__ = function.__module__  # the check belongs to the module that defines it
         return check(id, title, cause=cause)(run)
 
     return register

@@ -39,6 +39,7 @@ class Check:
     cause: str | None
     explanation: str
     function: CheckFunction
+    function_module: str = ""  # the module that defines the check (doctor.checks lists them)
 
     def run(self, machine: Machine, options: DoctorOptions) -> CheckResult:
         return self.function(machine, options)
@@ -94,31 +95,10 @@ def check(
             cause=cause,
             explanation=inspect.cleandoc(function.__doc__ or title),
             function=bound,
+            function_module=function.__module__,
         )
         holder.append(entry)
         _REGISTRY[id] = entry
         return entry
 
     return register
-
-
-def all_checks() -> tuple[Check, ...]:
-    # Importing the area modules registers their checks.
-    from dlrig.doctor import (  # noqa: F401
-        containers,
-        cuda,
-        driver,
-        frameworks,
-        gpu,
-        host,
-        nccl,
-        network,
-        storage,
-    )
-
-    return tuple(_REGISTRY.values())
-
-
-def get(check_id: str) -> Check | None:
-    all_checks()
-    return _REGISTRY.get(check_id)
