@@ -434,6 +434,49 @@ _CAUSES: tuple[Cause, ...] = (
         "cudnn`, `echo $LD_LIBRARY_PATH`.",
     ),
     Cause(
+        "checkpoint_corrupt",
+        "The checkpoint or weights file is truncated or not the file",
+        "The file being loaded is not a whole checkpoint: a download or a save that stopped "
+        "part-way (a full disk, a killed job), a Git LFS pointer checked out instead of the "
+        "weights (it starts with 'version https://git-lfs'), or an HTML page saved in its "
+        "place.",
+        "Download or save it again and compare its size with the source's; for a Git LFS "
+        "repository run `git lfs install && git lfs pull`; `head -c 100 FILE` shows what the "
+        "file really is.",
+    ),
+    Cause(
+        "state_dict_mismatch",
+        "The checkpoint does not fit the model",
+        "load_state_dict found parameters the model does not have, misses ones it has, or "
+        "finds them with other shapes: a checkpoint of another model or configuration (another "
+        "number of classes, another size), or one saved through DataParallel/DDP whose keys "
+        "start with 'module.'.",
+        "Build the model with the checkpoint's configuration (same variant, same number of "
+        "classes); strip a 'module.' prefix from the keys; load a new head with "
+        "strict=False and only when that is intended.",
+    ),
+    Cause(
+        "process_group_not_initialized",
+        "Distributed code ran without a process group",
+        "DistributedDataParallel, SyncBatchNorm, a DistributedSampler or a collective ran in a "
+        "process where torch.distributed.init_process_group was never called: the script was "
+        "started with plain `python` instead of a launcher, or its distributed setup was "
+        "skipped.",
+        "Start it with a launcher (`torchrun --nproc_per_node=N train.py`, accelerate launch, "
+        "srun) so init_process_group runs, or for one GPU turn the distributed parts off "
+        "(plain BatchNorm, no DDP wrapper).",
+    ),
+    Cause(
+        "gpu_index_out_of_range",
+        "The job asked for a GPU that does not exist here",
+        "CUDA numbers the GPUs a process sees from 0 (after CUDA_VISIBLE_DEVICES); asking for "
+        "an index past the last one ('cuda:1' on a one-GPU machine, more processes per node "
+        "than GPUs) fails with 'invalid device ordinal'.",
+        "Ask for an index below the number of visible GPUs (`nvidia-smi -L`, and "
+        "CUDA_VISIBLE_DEVICES renumbers from 0), and start no more processes per node than "
+        "GPUs (--nproc_per_node).",
+    ),
+    Cause(
         "input_pipeline_bound",
         "The GPU waits for data",
         "The training step finishes faster than the input pipeline produces the next batch, so "

@@ -702,6 +702,73 @@ def shadow_file(
     }
 
 
+def checkpoint(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    key = groups.get("load_key")
+    if key == "v":
+        said = " (it starts with 'v': a Git LFS pointer, 'version https://git-lfs...')"
+        advice = (
+            "The file is a Git LFS pointer, not the weights: git lfs install && git lfs pull "
+            "(in the model's repository), or download the file itself (huggingface-cli download "
+            "REPO FILE --force-download)."
+        )
+    elif key == "<":
+        said = " (it starts with '<': an HTML page was saved in its place)"
+        advice = (
+            "The download saved a web page (a login, an error or a redirect page): download the "
+            "file again from a direct link, with the token the site asks for."
+        )
+    else:
+        said = f" (its first byte reads {key!r})" if key else ""
+        advice = (
+            "Download or save the checkpoint again and check its size against the source; a "
+            "save that stopped part-way (a full disk, a killed job) leaves a truncated file, so "
+            "save to a temporary name and rename when done."
+        )
+    return {"load_key_said": said, "checkpoint_advice": advice}
+
+
+def state_dict(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    model = groups.get("model")
+    unexpected = groups.get("unexpected", "")
+    missing = groups.get("missing", "")
+    param = groups.get("param")
+    out = {"model_said": f"the model {model}" if model else "the model"}
+    if param:
+        out["mismatch_said"] = (
+            f": {param} is {groups.get('checkpoint_shape')} in the checkpoint and "
+            f"{groups.get('model_shape')} in the model"
+        )
+        out["state_dict_advice"] = (
+            f"Build the model with the checkpoint's configuration ({param} differs: another "
+            "variant, another number of classes or tokens); to load the rest into a new head on "
+            "purpose, drop that key and load with strict=False."
+        )
+    elif unexpected.startswith("module.") and not missing.startswith("module."):
+        out["mismatch_said"] = (
+            ": its keys start with 'module.' (saved through DataParallel/DDP) and the model's do not"
+        )
+        out["state_dict_advice"] = (
+            "Strip the prefix: state = {k.removeprefix('module.'): v for k, v in state.items()} "
+            "(or save model.module.state_dict() next time)."
+        )
+    else:
+        keys = ", ".join(
+            k
+            for k in (missing and f"missing {missing}", unexpected and f"unexpected {unexpected}")
+            if k
+        )
+        out["mismatch_said"] = f" ({keys})" if keys else ""
+        out["state_dict_advice"] = (
+            "Load the checkpoint into the model it was saved from (same architecture and "
+            "configuration); strict=False only where parts are new on purpose."
+        )
+    return out
+
+
 ADVISORS = {
     "cuda_oom": cuda_oom,
     "driver_too_old": driver_too_old,
@@ -723,6 +790,8 @@ ADVISORS = {
     "python_package_missing": module_missing,
     "package_api_mismatch": api_mismatch,
     "local_file_shadows_package": shadow_file,
+    "checkpoint_corrupt": checkpoint,
+    "state_dict_mismatch": state_dict,
 }
 
 
