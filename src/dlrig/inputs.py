@@ -71,7 +71,11 @@ def read_json(path: Path | str, what: str, max_bytes: int, fix: str) -> Any:
 
 def decode_text(data: bytes, label: str, what: str, gzip_ok: bool = False) -> str:
     """`data` as text; an InputError naming `label` when it is binary or not UTF-8 (a few
-    stray bytes are replaced, as a log cut mid-character has them)."""
+    stray bytes are replaced, as a log cut mid-character has them). UTF-16 with its byte-order
+    mark (what Windows PowerShell's `>` writes) and UTF-8's mark are read as text too."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16", errors="replace")
+    data = data.removeprefix(b"\xef\xbb\xbf")
     if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
         packed = "gzip is fine" if gzip_ok else "not compressed"
         raise InputError(

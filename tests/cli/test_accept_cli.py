@@ -206,3 +206,11 @@ def test_bad_input_is_one_line_and_exit_2(run_dlrig, tmp_path, args):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert not (tmp_path / "o" / "history.db").exists()
+
+
+def test_a_path_that_does_not_exist_is_refused_not_created(run_dlrig, tmp_path):
+    # issue 30: `accept --path ./typo/dta` created the folder, tested that disk and passed
+    typo = tmp_path / "typo" / "dta"
+    done = run_dlrig("accept", "--level", "quick", "--minutes", "1", "--path", str(typo))
+    assert done.returncode == 2 and "no such directory" in done.stderr
+    assert not (tmp_path / "typo").exists()

@@ -166,3 +166,12 @@ def test_wrapped_command_json_has_command_exit_code_and_signal(run_dlrig):
     plain = run_dlrig("diagnose", "--json", "--", sys.executable, "-c", "import sys; sys.exit(7)")
     assert json.loads(plain.stdout)["exit_code"] == 7
     assert json.loads(plain.stdout)["signal"] is None
+
+
+def test_a_utf16_log_is_read_as_text(run_dlrig, tmp_path):
+    # issue 30: what Windows PowerShell's `>` writes (UTF-16 with a byte-order mark) was "binary"
+    log = tmp_path / "train-utf16.log"
+    log.write_text(OOM_LOG.read_text(encoding="utf-8"), encoding="utf-16")
+    done = run_dlrig("diagnose", "--json", str(log))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["causes"][0]["cause"] == "cuda_oom"

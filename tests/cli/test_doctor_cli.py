@@ -145,3 +145,40 @@ def test_every_command_has_help(run_dlrig):
     assert done.returncode == 0
     assert "doctor" in done.stdout
     assert run_dlrig("doctor", "--help").returncode == 0
+
+
+def test_python_that_is_not_a_python_and_an_empty_explain_are_refused(run_dlrig):
+    # issue 30: `--python /bin/ls` exited 0 (the environment was silently not inspected) and
+    # `--explain ''` ran the whole doctor
+    done = run_dlrig("doctor", "--python", "/bin/ls")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "--python /bin/ls: did not run as a Python interpreter" in done.stderr
+    empty = run_dlrig("doctor", "--explain", "")
+    assert empty.returncode == 2 and "no such check" in empty.stderr
+
+
+def test_a_utf16_recording_is_read(run_dlrig, tmp_path):
+    capture = NVSMI / "h200-capture-idle-load.txt"
+    utf16 = tmp_path / "h200-utf16.txt"
+    utf16.write_text(capture.read_text(encoding="utf-8"), encoding="utf-16")
+    done = run_dlrig("doctor", "--from", str(utf16), "--json")
+    plain = run_dlrig("doctor", "--from", str(capture), "--json")
+    assert done.returncode == plain.returncode, done.stderr
+    gpus = json.loads(done.stdout)["machine"]["gpus"]
+    assert [g["name"] for g in gpus] == [
+        g["name"] for g in json.loads(plain.stdout)["machine"]["gpus"]
+    ]
+
+
+def test_fleet_without_a_slurm_cluster_is_bad_input_not_odd_nodes(run_dlrig, tmp_path):
+    # issue 30: exit 1 (the "nodes disagree" code) with four raw sinfo lines
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("not a slurm configuration\n")
+    done = run_dlrig("doctor", "--fleet", "srun", env={"SLURM_CONF": str(conf)})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "--fleet srun: sinfo failed" in done.stderr
+
+
+def test_fleet_markdown_is_refused_rather_than_printed_as_text(run_dlrig, tmp_path):
+    done = run_dlrig("doctor", "--fleet", str(tmp_path), "--markdown")
+    assert done.returncode == 2 and "--fleet has no Markdown form" in done.stderr

@@ -341,3 +341,16 @@ def test_query_fields_match_the_capture_tools_own_list() -> None:
     help_text = next(s for s in sections if s.what.startswith("help-query-gpu")).body
     derived = next(s for s in sections if s.what.startswith("query-gpu field list")).body
     assert recorder.query_fields(help_text) == derived.split()
+
+
+def test_report_of_an_empty_file_leaves_it_untouched(run_dlrig, tmp_path):
+    # issue 30: `monitor report` on an empty file rewrote it as a 4 KB SQLite database
+    empty = tmp_path / "history.db"
+    empty.write_bytes(b"")
+    done = run_dlrig("monitor", "report", str(empty))
+    assert done.returncode == 2 and "the file is empty" in done.stderr
+    assert empty.read_bytes() == b""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    assert run_dlrig("monitor", "report", str(notes)).returncode == 2
+    assert notes.read_text() == "my notes\n"

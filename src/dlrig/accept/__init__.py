@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dlrig.errors import InputError
 from dlrig.report import envelope
 
 if TYPE_CHECKING:
@@ -185,7 +186,6 @@ def run(options: AcceptOptions, progress: Progress = no_progress) -> AcceptRun:
     InputError before anything runs; a stop signal ends the run early and is recorded."""
     from dlrig import lifecycle
     from dlrig.accept import burnin, judge, levels, stages
-    from dlrig.errors import InputError
     from dlrig.inputs import check_readable_file
     from dlrig.outputs import ensure_directory
 
@@ -198,7 +198,7 @@ def run(options: AcceptOptions, progress: Progress = no_progress) -> AcceptRun:
     if not options.replay and not 0 < minutes <= 7 * 24 * 60:
         raise InputError(f"--minutes {minutes:g} is not a burn-in length", fix="e.g. --minutes 10")
     out_dir = ensure_directory(options.out_dir or default_out_dir(), "--out")
-    storage_dir = ensure_directory(options.path, "--path") if options.path else out_dir
+    storage_dir = _existing_directory(options.path) if options.path else out_dir
     parts, skipped = stages.bench_parts(level, options.skip)  # checks --skip before any work
     accepted = AcceptRun(options, level, out_dir, time.time())
     try:
@@ -256,3 +256,17 @@ def run(options: AcceptOptions, progress: Progress = no_progress) -> AcceptRun:
         # An acceptance that did not finish has not passed.
         accepted.summary["result"] = "incomplete"
     return accepted
+
+
+def _existing_directory(path: str | Path) -> Path:
+    """--path names the disk the data is on: it must exist (a typo must not get a new folder
+    whose disk is then tested and passed), as `bench storage --path` requires."""
+    directory = Path(path)
+    if not directory.exists():
+        raise InputError(
+            f"--path {directory}: no such directory",
+            fix="give the directory your dataset is on (it is not created)",
+        )
+    if not directory.is_dir():
+        raise InputError(f"--path {directory}: is not a directory", fix="give a directory")
+    return directory

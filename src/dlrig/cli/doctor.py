@@ -118,7 +118,7 @@ def doctor_command(
     """
     from dlrig import doctor
 
-    if explain_id:
+    if explain_id is not None:  # --explain '' is a mistake, not "no --explain"
         _explain(explain_id, as_json)
         return
     if list_checks:
@@ -126,6 +126,12 @@ def doctor_command(
         return
     if fleet is not None:
         from dlrig.doctor import fleet as fleet_report
+
+        if markdown:
+            # It printed plain text under --markdown; say so rather than mislabel the output.
+            raise InputError(
+                "--fleet has no Markdown form", fix="use --fleet alone (text) or with --json"
+            )
 
         # exit 1 when a node is odd (differs, fails a check others pass, or is drained/down)
         fleet_result = fleet_report.collect(fleet, timeout_s)
@@ -204,11 +210,20 @@ def _machine(
     )
     err = console(stderr=True)
     if quiet or not err.is_terminal:
-        return probe.collect(context)
-    with err.status("probing this machine…") as status:
-        return probe.collect(
-            context, progress=lambda name: status.update(f"probing this machine… {name} done")
+        machine = probe.collect(context)
+    else:
+        with err.status("probing this machine…") as status:
+            machine = probe.collect(
+                context, progress=lambda name: status.update(f"probing this machine… {name} done")
+            )
+    if python is not None and machine.frameworks is None:
+        # The interpreter named did not run the probe: it is not a Python (/bin/ls), or a broken
+        # one. Its environment was not inspected, so the report would not be about it.
+        raise InputError(
+            f"--python {python}: did not run as a Python interpreter",
+            fix="give the path of a python executable, e.g. /path/to/venv/bin/python",
         )
+    return machine
 
 
 def _explain(check_id: str, as_json: bool) -> None:

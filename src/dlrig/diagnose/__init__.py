@@ -8,6 +8,7 @@ result.causes[0].cause, result.causes[0].fixes
 from __future__ import annotations
 
 import gzip
+import io
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -243,11 +244,40 @@ class Session:
         )
 
 
+class _Utf16AsUtf8(io.RawIOBase):
+    """A UTF-16 file (Windows PowerShell's `>` writes one) read as UTF-8 bytes, in pieces."""
+
+    def __init__(self, path: Path) -> None:
+        self._text = path.open("r", encoding="utf-16", errors="replace", newline="")
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        target = memoryview(buffer)
+        while len(self._pending) < len(target):
+            piece = self._text.read(1 << 20)
+            if not piece:
+                break
+            self._pending += piece.encode("utf-8")
+        count = min(len(target), len(self._pending))
+        target[:count] = self._pending[:count]
+        self._pending = self._pending[count:]
+        return count
+
+    def close(self) -> None:
+        self._text.close()
+        super().close()
+
+
 def _open(path: Path) -> BinaryIO:
     with path.open("rb") as probe:
         head = probe.read(8192)
     if head[:2] == b"\x1f\x8b":
         return gzip.open(path, "rb")  # type: ignore[return-value]
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return io.BufferedReader(_Utf16AsUtf8(path))
     if b"\x00" in head:
         raise InputError(
             f"{path}: is a binary file, not a log", fix="give the text log (gzip is fine)"

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dlrig.doctor.fleet_compare import FleetReport, NodeResult, compare
-from dlrig.errors import DlrigError, InputError
+from dlrig.errors import InputError
 
 _MARK = "@@dlrig-node "
 
@@ -65,9 +65,9 @@ def _run(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
             fix="run it on a Slurm login node, or give --fleet DIR of saved snapshots",
         ) from None
     except subprocess.TimeoutExpired:
-        raise DlrigError(
-            f"--fleet: {argv[0]} did not finish in {timeout_s:g} s",
-            fix="check the cluster (sinfo), or raise --timeout",
+        raise InputError(
+            f"--fleet: {argv[0]} did not finish in {timeout_s:g} s (no Slurm controller answers?)",
+            fix="run it where `scontrol ping` answers, or give --fleet DIR of saved snapshots",
         ) from None
 
 
@@ -75,9 +75,12 @@ def node_states(timeout_s: float = 30) -> dict[str, tuple[str, str]]:
     """node -> (Slurm state, reason) from sinfo."""
     result = _run(["sinfo", "-h", "-N", "-o", "%N|%t|%E"], timeout_s)
     if result.returncode != 0:
-        raise DlrigError(
-            f"sinfo failed: {result.stderr.strip()}",
-            fix="check that slurmctld answers (scontrol ping)",
+        # No controller, no slurm.conf: the user asked for Slurm where there is none (exit 2),
+        # not nodes that disagree (exit 1).
+        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+        raise InputError(
+            f"--fleet srun: sinfo failed ({lines[-1] if lines else f'exit {result.returncode}'})",
+            fix="run it where `scontrol ping` answers, or give --fleet DIR of saved snapshots",
         )
     states: dict[str, tuple[str, str]] = {}
     for line in result.stdout.splitlines():

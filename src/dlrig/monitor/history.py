@@ -20,6 +20,7 @@ from dlrig.machine.nvml import clock_event_mask
 from dlrig.monitor.sample import Sample
 
 SCHEMA_VERSION = 1
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -309,6 +310,20 @@ def open_history(path: str | Path) -> sqlite3.Connection:
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path}: is a directory", fix="give the history database file")
+    # Look before SQLite opens it: connecting to an empty or foreign file writes a database
+    # header into it, and a file the user gave is never changed.
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(SQLITE_MAGIC))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such history database", fix="record one first") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror})", fix="check the file") from None
+    if head != SQLITE_MAGIC:
+        raise InputError(
+            f"{path}: not a dlrig history database" + (" (the file is empty)" if not head else ""),
+            fix="give a file from `monitor record --db`",
+        )
     conn = _connect(path, create=False)
     try:
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
