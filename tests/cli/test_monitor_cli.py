@@ -65,7 +65,7 @@ def test_once_text_shows_gpu_processes_and_reading(run_dlrig) -> None:
         (["--once", "serve", "--replay", str(T4)], "--once is for the live view"),
         (["assets"], "assets needs --out DIR"),
         (["report", "/nonexistent.db"], "no such history database"),
-        (["report", str(H200)], "not a usable SQLite database"),
+        (["report", str(H200)], "not a dlrig history database"),
         (["report", str(NVSMI)], "is a directory"),
         (["serve", "--replay", str(H200), "--port", "70000"], "--port 70000 is not a TCP port"),
     ],
