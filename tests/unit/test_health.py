@@ -19,6 +19,7 @@ import yaml
 from dlrig import health, provision
 from dlrig.health import outputs, slurm
 from dlrig.machine import readers
+from dlrig.machine.model import KernelLog
 from dlrig.machine.probe import collect_health
 from dlrig.machine.runner import CommandResult, ProbeContext
 from tests.conftest import CORPUS, NVSMI, ROOT
@@ -76,7 +77,7 @@ def test_an_xid_counts_once_per_boot_and_a_reboot_clears_it(tmp_path):
         **{
             **live.__dict__,
             "origin": type(live.origin)(kind="live", boot_id="b2"),
-            "kernel_log": None,
+            "kernel_log": KernelLog(),
         }
     )
     assert health.run(options, machine=rebooted).status == "ok"
@@ -296,3 +297,17 @@ def test_the_textfile_is_written_whole_for_node_exporter(tmp_path):
     assert json.loads(done.stdout)["drain"] is True
     assert 'dlrig_health_status{mode="periodic"} 2' in target.read_text()
     assert not list(tmp_path.glob(".*"))  # no temporary file left beside it
+
+
+def test_a_kernel_log_that_could_not_be_read_is_not_called_healthy():
+    machine = readers.load(HEALTHY)
+    live = type(machine)(
+        **{
+            **machine.__dict__,
+            "origin": type(machine.origin)(kind="live", boot_id="b"),
+            "kernel_log": None,
+        }
+    )
+    report = health.run(machine=live)
+    assert report.status == "warn" and report.faults[-1].check == "health.kernel_log"
+    assert not report.draining

@@ -179,12 +179,24 @@ def run(
             )
     previous = state.load(options.state_path)
     faults, after = evaluate(machine, options, previous)
-    state.save(options.state_path, after)
+    unsaved = state.save(options.state_path, after)
     source = "live" if machine.origin.kind == "live" else (machine.origin.path or "recorded")
     unreadable = [i for i in machine.probe_issues if "did not finish" in i.reason]
-    note = "; ".join(f"{i.source}: {i.reason}" for i in unreadable) or None
+    if machine.origin.kind == "live" and machine.kernel_log is None:
+        # Without the kernel log no Xid was checked: said as a warning, never as healthy.
+        why = next((i.reason for i in machine.probe_issues if i.source == "kernel_log"), "")
+        faults.append(
+            Fault(
+                "health.kernel_log",
+                "the kernel log could not be read: Xid errors were not checked",
+                (why,) if why else (),
+                drain=False,
+            )
+        )
+    notes = [f"{i.source}: {i.reason}" for i in unreadable] + ([unsaved] if unsaved else [])
+    note = "; ".join(notes) or None
     status = _status(faults)
-    if unreadable and status == "ok":
+    if unreadable and status != "fault":
         status = "unknown"  # what could not be read was not judged healthy
     return HealthReport(
         options.mode,

@@ -66,8 +66,14 @@ def load(path: Path | None) -> State:
     )
 
 
-def save(path: Path | None, state: State) -> None:
+def save(path: Path | None, state: State) -> str | None:
+    """Write the state; the reason when it cannot be written (the check's answer stands: only
+    the next check loses its memory of the events read)."""
     if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(state.to_dict(), indent=1) + "\n", mode=0o644)
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(state.to_dict(), indent=1) + "\n", mode=0o644)
+    except OSError as exc:
+        return f"state not saved to {path}: {exc.strerror or exc}"
+    return None
