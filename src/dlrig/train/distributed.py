@@ -10,6 +10,7 @@ so the question "who was late?" must be asked on another group.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
@@ -114,6 +115,12 @@ class World:
 
     def close(self) -> None:
         if self.owns_group and dist.is_initialized():
+            if self.distributed:
+                # Every rank is done before any tears its group down: gloo aborts a process
+                # ("terminate called without an active exception") whose peer closes the
+                # sockets under a thread still running.
+                with contextlib.suppress(RuntimeError):
+                    dist.barrier(group=self.control)
             dist.destroy_process_group()
             self.owns_group = False
 
