@@ -269,3 +269,18 @@ def test_a_cold_batch_reads_exactly_each_samples_bytes(one_shard: Path, order: s
     _cold_or_skip(files)
     assert [bytes(v) for v in reader.view_many(batch)] == [copies[s] for s in batch]
     reader.close()
+
+
+def test_a_truncated_shard_is_an_error_not_empty_samples(tmp_path: Path) -> None:
+    # issue 30: a sample of a truncated shard read back as b"" (verify caught it; a training
+    # run would not have)
+    from dlrig.errors import InputError
+
+    make_tree(tmp_path / "src", classes=2, per_class=4, seed=3)
+    pack.pack(tmp_path / "src", tmp_path / "dst", pack.PackOptions(shard_bytes=64 << 20, jobs=1))
+    (shard,) = _shard_files(tmp_path / "dst")
+    size = os.path.getsize(shard)
+    os.truncate(shard, size // 2)
+    reader = pack.PackReader(pack.PackIndex(tmp_path / "dst"))
+    with pytest.raises(InputError, match="truncated"):
+        reader.get(len(reader.starts) - 1)

@@ -154,6 +154,15 @@ class PackReader:
         else:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             try:
+                size = os.fstat(fd).st_size
+                expected = self.index.shards[shard].data_bytes
+                if size < expected:
+                    # A shard cut short (a copy or download that stopped) would hand out empty
+                    # or short samples without a word: a training run must stop here instead.
+                    raise InputError(
+                        f"{path}: shard {shard} is truncated ({size:,} of {expected:,} bytes)",
+                        fix=f"copy the pack again, or check it: dlrig pack verify {self.index.root}",
+                    )
                 mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
             except BaseException:
                 os.close(fd)
