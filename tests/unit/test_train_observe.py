@@ -141,3 +141,16 @@ def test_import_adds_nothing_heavy_beyond_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_unmeasured_communication_is_left_out_not_logged_as_zero():
+    from dlrig.train.observe import Observer
+
+    observer = Observer(None, 0, None, None, None, False)  # type: ignore[arg-type]
+    observer.reset(0, 0, 0.0, 0.0)
+    time.sleep(0.01)
+    unmeasured = observer.record(2, 16, 0.001, None, None, None, 0)
+    assert "train/comm_ms" not in unmeasured
+    assert unmeasured["train/step_time_ms"] > 0
+    measured = observer.record(4, 32, 0.002, 0.004, None, None, 0)
+    assert measured["train/comm_ms"] == pytest.approx(2.0)

@@ -69,7 +69,7 @@ class Observer:
         step: int,
         samples: int,
         data_wait_s: float,
-        comm_s: float,
+        comm_s: float | None,
         loss: Any,
         lr: float | None,
         epoch: int,
@@ -84,14 +84,17 @@ class Observer:
             "train/samples_per_s": (samples - w.samples) / elapsed if elapsed > 0 else 0.0,
             "train/step_time_ms": 1e3 * elapsed / steps,
             "train/data_wait_ms": 1e3 * (data_wait_s - w.data_wait_s) / steps,
-            "train/comm_ms": 1e3 * (comm_s - w.comm_s) / steps,
         }
+        if comm_s is not None:
+            # Unmeasured communication is left out, not written as 0 ms: a chart of zeros
+            # would say the all-reduce was free.
+            values["train/comm_ms"] = 1e3 * (comm_s - w.comm_s) / steps
         if loss is not None:
             values["train/loss"] = float(loss.item())
         if lr is not None:
             values["train/lr"] = float(lr)
         values.update(self._gpu_values())
-        self.window = Window(now, step, samples, data_wait_s, comm_s)
+        self.window = Window(now, step, samples, data_wait_s, comm_s or 0.0)
         self.last = values
         if self.writer is not None:
             for name, value in values.items():

@@ -247,6 +247,15 @@ class Run:
             candidates.append(o.max_steps)
         return min(candidates)
 
+    @property
+    def comm_measured(self) -> bool:
+        """Whether `engine.comm_s` is a measurement: one process has no communication; DDP's
+        all-reduce is timed only by the agreed backoff or the gloo hook, otherwise it stays 0."""
+        engine = self.engine
+        return not self.world.distributed or (
+            engine is not None and (engine.agreed is not None or engine.comm_timer is not None)
+        )
+
     def on_event(self, loss: torch.Tensor) -> None:
         """Whatever is due at this step: the end, a log line, a checkpoint, a SIGTERM."""
         o = self.options
@@ -261,7 +270,7 @@ class Run:
                 step,
                 self.timing.samples,
                 self.timing.data_wait_s,
-                self.engine.comm_s,
+                self.engine.comm_s if self.comm_measured else None,
                 loss,
                 lr,
                 self.epoch,

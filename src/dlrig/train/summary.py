@@ -208,9 +208,7 @@ def summarize(run: Run) -> Summary:
         findings=tuple(findings),
         timed_steps=run.steps - run.timing.start_step if engine.started else 0,
         timed_samples=run.timing.samples - run.timing.start_samples,
-        comm_measured=not run.world.distributed
-        or engine.agreed is not None
-        or engine.comm_timer is not None,
+        comm_measured=run.comm_measured,
         nothing_left=run.nothing_left,
     )
     return summary
