@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from dlrig import __version__, lifecycle
+from dlrig.cli import examples
 from dlrig.errors import DlrigError
 
 # name -> "module:attribute". Each command module is imported only when it runs (or for
@@ -49,6 +50,7 @@ class LazyGroup(click.Group):
         module_name, _, attribute = target.partition(":")
         command = getattr(importlib.import_module(module_name), attribute)
         assert isinstance(command, click.Command)
+        examples.attach(command, cmd_name)
         return command
 
 
@@ -63,6 +65,9 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="dlrig")
 def cli() -> None:
     """dlrig: take a deep-learning server from purchase to production and keep it healthy."""
+
+
+examples.attach(cli)
 
 
 def main(argv: list[str] | None = None) -> None:
