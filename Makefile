@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 # fit basis (minutes), so the test environment takes these.
 TRACE_PINS ?= transformers==5.24.0 peft==0.21.2
 
-.PHONY: run test test-fast system lint typecheck unit gpu bench clean
+.PHONY: run test test-fast system lint typecheck unit docs gpu bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,13 +31,18 @@ run: $(VENV)/.stamp-run
 system:
 	.ci/system-packages
 
-test: system $(VENV)/.stamp-test lint typecheck unit
+test: system $(VENV)/.stamp-test lint typecheck unit docs
 
 lint: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/lint-imports
 	shellcheck .ci/run .ci/system-packages $(wildcard benchmarks/*.sh)
+
+# The documentation site into site/; --strict turns a broken link or a page left out of the
+# navigation into a failure.
+docs: $(VENV)/.stamp-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy
@@ -54,7 +59,12 @@ test-fast: $(VENV)/.stamp-test
 gpu: $(VENV)/.stamp-test
 	benchmarks/gpu_suite.sh
 
-bench: $(VENV)/.stamp-test
+$(VENV)/.stamp-bench: pyproject.toml $(VENV)/.stamp-test
+	$(PIP) install -q -e '.[all,dev,bench]' "$(TORCH_SPEC)" $(TRACE_PINS)
+	touch $@
+
+# Every benchmark against its reference (fio for storage): system packages first.
+bench: system $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/doctor_vs_collect_env.py
 	$(BIN)/python benchmarks/diagnose_throughput.py
 	$(BIN)/python benchmarks/fit_accuracy.py
@@ -70,4 +80,4 @@ bench: $(VENV)/.stamp-test
 	$(BIN)/python benchmarks/health_speed.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

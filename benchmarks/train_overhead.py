@@ -16,7 +16,8 @@ backward pass), to show what agreeing on OOMs costs.
 
     python benchmarks/train_overhead.py [--trials 5] [--no-ddp]
 
-Needs `pip install lightning accelerate` (Fabric and Accelerate are the references).
+Needs the `bench` extra (`pip install -e ".[bench]"`: Lightning Fabric and Accelerate, the
+references); `make bench` installs it.
 The last line is key=value pairs.
 """
 
