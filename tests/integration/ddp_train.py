@@ -62,6 +62,11 @@ def distributed() -> float:
         f"final_loss={final:.6f}",
         flush=True,
     )
+    # Every rank finishes its collectives before any tears the group down: a gloo peer closing
+    # its sockets under another's running thread aborted a finished rank ("terminate called
+    # without an active exception", seen in a fresh-clone CI run; mosaicml/streaming#186 does
+    # the same).
+    dist.barrier()
     dist.destroy_process_group()
     return final
 
