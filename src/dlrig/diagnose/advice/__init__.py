@@ -1,0 +1,54 @@
+"""Fix details computed from the log's own numbers and, when given, the machine's facts.
+
+Signatures' fix templates name variables ({oom_batch_advice}, {driver_advice}, ...); this module
+computes them (by kind: `memory`, `install`, `run`). A variable it cannot compute is left out, and the template line with it is
+dropped rather than printed half-filled. Install commands (a torch wheel, an index, a driver)
+come from `dlrig.diagnose.install`, which asks the resolver.
+"""
+
+from __future__ import annotations
+
+from dlrig.diagnose.advice import install, memory, run
+from dlrig.diagnose.advice.figures import FIGURE
+from dlrig.machine.model import Machine
+
+ADVISORS = {
+    "cuda_oom": memory.cuda_oom,
+    "driver_too_old": install.driver_too_old,
+    "no_kernel_image": install.no_kernel_image,
+    "version_mismatch_torch_torchvision": install.companions,
+    "cpu_only_torch": install.cpu_only,
+    "missing_cuda_lib": install.missing_cuda_lib,
+    "device_side_assert_label_range": run.device_assert,
+    "nccl_timeout": run.nccl_timeout,
+    "port_in_use": run.port_in_use,
+    "extension_abi_mismatch": install.extension_abi,
+    "glibcxx_missing": install.glibcxx,
+    "ld_library_path_shadowing": install.shadowing,
+    "ddp_unused_parameters": run.ddp_unused,
+    "host_alloc_refused": memory.host_alloc,
+    "nccl_system_error": run.nccl_system,
+    "tf_gpu_libraries_missing": install.tf_libraries,
+    "jax_cuda_backend_failed": install.jax_component,
+    "python_package_missing": install.module_missing,
+    "package_api_mismatch": install.api_mismatch,
+    "local_file_shadows_package": install.shadow_file,
+    "checkpoint_corrupt": run.checkpoint,
+    "state_dict_mismatch": run.state_dict,
+}
+
+
+def variables(
+    cause: str, groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> tuple[dict[str, str], dict[str, float]]:
+    """(the fix templates' values, the figures the fixes were computed from)."""
+    merged = {k: v for k, v in groups.items() if not k.startswith("_")}
+    figures: dict[str, float] = {}
+    advisor = ADVISORS.get(cause)
+    if advisor is not None:
+        for key, value in advisor(groups, facts, machine).items():
+            if key.startswith(FIGURE):
+                figures[key[len(FIGURE) :]] = float(value)
+            else:
+                merged[key] = value
+    return merged, figures

@@ -1,0 +1,368 @@
+"""Fixes for a broken install: the driver, CUDA and its libraries, compiled extensions, the C++
+runtime, TensorFlow's and JAX's GPU libraries, and Python packages that are missing, too old
+or shadowed."""
+
+from __future__ import annotations
+
+import re
+
+from dlrig.diagnose import install
+from dlrig.machine.model import Machine
+
+
+def _driver_cuda(groups: dict[str, str], machine: Machine | None) -> str | None:
+    """The driver's CUDA level: torch's "found version 11040" is 11.4."""
+    found = groups.get("found")
+    if found and found.isdigit():
+        value = int(found)
+        return f"{value // 1000}.{(value % 1000) // 10}"
+    if machine and machine.driver and machine.driver.cuda_version:
+        return machine.driver.cuda_version
+    return None
+
+
+def driver_too_old(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    driver_cuda = _driver_cuda(groups, machine)
+    out = install.for_driver(
+        machine, driver_cuda, (facts.get("torch_version"), facts.get("torch_variant"))
+    )
+    if driver_cuda:
+        out["driver_cuda"] = driver_cuda
+    return out
+
+
+def no_kernel_image(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    sm = groups.get("sm")
+    capability = groups.get("capability")
+    if capability is None and sm and sm.startswith("sm_") and sm[3:].isdigit():
+        digits = sm[3:]
+        capability = f"{digits[:-1]}.{digits[-1]}"
+    elif capability is None and machine and machine.gpus:
+        from dlrig.knowledge import gpus as gpu_knowledge
+
+        capability = (
+            machine.gpus[0].compute_capability
+            or gpu_knowledge.compute_capability(machine.gpus[0].name)[0]
+        )
+    out["gpu_name"] = groups.get("gpu_name", "this GPU").strip()
+    out["sm"] = sm or (f"sm_{capability.replace('.', '')}" if capability else "its architecture")
+    out["arch_list"] = groups.get("arch_list", "other architectures").strip()
+    if capability:
+        out["arch_advice"] = install.for_arch(machine, capability)
+    else:
+        out["arch_advice"] = (
+            "Install a torch build whose architecture list includes your GPU: find the GPU's "
+            "compute capability (nvidia-smi --query-gpu=name,compute_cap --format=csv) and rerun "
+            "with --machine snapshot.json (dlrig doctor --save snapshot.json) for the exact command."
+        )
+    return out
+
+
+def companions(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    return {"companion_advice": install.for_companions(machine, groups.get("torch_cuda"))}
+
+
+def cpu_only(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    return {"cpu_only_advice": install.for_cpu_only(machine)}
+
+
+def missing_cuda_lib(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    library = groups.get("library", "")
+    out = {"library": library or "a CUDA library"}
+    match = re.match(r"(?:lib)?([a-zA-Z_]+?)(?:64_|\.so\.?)(\d+)?", library)
+    if not match:
+        return out
+    name, major = match.group(1), match.group(2)
+    if name == "cuda":
+        out["missing_lib_advice"] = (
+            "libcuda.so is part of the NVIDIA driver, not of CUDA: the driver is missing or not on "
+            "the loader path (WSL: /usr/lib/wsl/lib must be on LD_LIBRARY_PATH; containers: run "
+            "with --gpus all)."
+        )
+    elif name.startswith("cudnn"):
+        out["missing_lib_advice"] = (
+            f"The program wants cuDNN {major or ''}".rstrip()
+            + ": use the cuDNN your framework's wheel brings (pip show nvidia-cudnn-cu12 or -cu11) "
+            "and put its lib folder on LD_LIBRARY_PATH, or install the cuDNN release of that major "
+            "version for your CUDA."
+        )
+    elif major:
+        out["missing_lib_advice"] = (
+            f"The program was built for CUDA {major}: install that CUDA's runtime libraries (the "
+            f"CUDA {major} toolkit, or the nvidia-*-cu{major} pip packages of a pip setup), or "
+            "install a framework build for the CUDA you have."
+        )
+    return out
+
+
+def extension_abi(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """extension_abi_mismatch: the extension's package and how to get a build for this torch."""
+    from dlrig.knowledge import extensions
+
+    library = groups.get("library", "")
+    symbol = groups.get("symbol", "")
+    known = extensions.extension_for(library) if library else None
+    name = extensions.module_name(library) if library else "a compiled extension"
+    out = {
+        "extension_module": f"{name} ({library})" if library else name,
+        "demangled": (
+            f"{extensions.demangle(symbol)} ({symbol})"
+            if symbol and extensions.demangle(symbol) != symbol
+            else symbol or "a torch library"
+        ),
+    }
+    if known is not None:
+        out["extension_advice"] = (
+            f"Reinstall {known.package} for the installed torch: {known.reinstall}"
+        )
+    else:
+        out["extension_advice"] = (
+            f"Reinstall {name} in a build made for the installed torch (pip's --force-reinstall "
+            "--no-cache-dir --no-build-isolation, so it is rebuilt or re-downloaded rather than "
+            "taken from the cache), or rebuild it from source against this torch; a wheel names "
+            "the torch it was built for in its release notes."
+        )
+    torch_version, _ = install._torch(machine)
+    shown = f"torch {torch_version}" if torch_version else "the installed torch"
+    out["extension_torch_advice"] = (
+        f'Or go back to the torch release {name} was built for; compare: python -c "import '
+        f'torch; print(torch.__version__, torch.version.cuda)" ({shown} is what it must match).'
+    )
+    return out
+
+
+def glibcxx(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """glibcxx_missing: which runtime is too old and how to bring a newer one first."""
+    from dlrig.knowledge import extensions
+
+    needed = groups.get("needed", "")
+    runtime = groups.get("runtime", "")
+    abi = groups.get("abi", "")
+    in_conda = bool(re.search(r"conda|mamba|/envs/|miniforge", runtime, re.I))
+    if abi == "GLIBC":
+        version = needed.split("_", 1)[-1]
+        return {
+            "glibcxx_advice": (
+                f"{groups.get('library', 'The library')} needs glibc {version} or newer; glibc "
+                "comes with the OS: use an OS (or container image) with a newer glibc, or a build "
+                "of that package for this one (an older manylinux wheel, or build it here)."
+            )
+        }
+    gcc = extensions.gcc_for(needed)
+    major = gcc.split(".")[0] if gcc else None
+    floor = f" (GCC {gcc} or newer)" if gcc else ""
+    if in_conda:
+        pin = f"'libstdcxx-ng>={major}'" if major else "libstdcxx-ng"
+        text = (
+            f"The conda environment's libstdc++ ({runtime}) predates {needed}{floor}: update it "
+            f"with conda install -c conda-forge {pin}, or let the system's newer one load first "
+            "(export LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 after checking it has "
+            f"{needed})."
+        )
+    else:
+        text = (
+            f"The system's libstdc++ ({runtime or 'libstdc++.so.6'}) predates {needed}{floor}: "
+            "install a newer libstdc++ (a newer OS, or conda's libstdcxx-ng in the environment "
+            "and its lib folder first on LD_LIBRARY_PATH), or use a build of the library made "
+            "for this OS."
+        )
+    return {"glibcxx_advice": text}
+
+
+def shadowing(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """ld_library_path_shadowing: drop the system directory from the loader path."""
+    library = groups.get("library", "")
+    folder = library.rsplit("/", 1)[0] if "/" in library else ""
+    where = f" ({folder})" if folder else ""
+    return {
+        "shadow_advice": (
+            f"Take the system CUDA/cuDNN directory{where} off LD_LIBRARY_PATH for this job "
+            "(unset LD_LIBRARY_PATH, or remove /usr/local/cuda*/lib64 from it in ~/.bashrc or the "
+            "job script): the wheel loads the nvidia-* libraries it was built with by itself."
+        )
+    }
+
+
+_SONAME = re.compile(r"lib(?P<name>[a-zA-Z]+?)(?:64_)?\.so\.(?P<version>[\d.]+)")
+
+
+def tf_libraries(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """tf_gpu_libraries_missing: every library TensorFlow could not open, and what they say."""
+    listed = [name.strip() for name in groups.get("libraries", "").split(",") if name.strip()]
+    out = {"libraries": ", ".join(listed) if listed else "its CUDA libraries"}
+    wanted = []
+    for library in listed:
+        found = _SONAME.match(library)
+        if not found:
+            continue
+        name, version = found.group("name"), found.group("version")
+        if name == "cudart":
+            wanted.append(f"CUDA {version}")
+        elif name == "cudnn":
+            wanted.append(f"cuDNN {version}")
+    built = f"it was built for {' and '.join(dict.fromkeys(wanted))}: " if wanted else ""
+    out["tf_libraries_advice"] = (
+        f"Install the CUDA libraries this TensorFlow asks for ({built}the sonames above are "
+        "exact), or install TensorFlow with them: pip install 'tensorflow[and-cuda]' (TF >= "
+        "2.15); for older releases the CUDA/cuDNN pair of its tested-build table, on "
+        "LD_LIBRARY_PATH."
+    )
+    return out
+
+
+def _component_version(component: str, value: str | None) -> str | None:
+    """jaxlib's integer versions: CUDA 12010 -> 12.1, cuDNN 8906 -> 8.9.6, 90100 -> 9.1.0."""
+    if not value or not value.isdigit():
+        return None
+    number = int(value)
+    if component == "CUDA":
+        return f"{number // 1000}.{(number % 1000) // 10}"
+    if component == "cuDNN" and number >= 10000:
+        return f"{number // 10000}.{(number % 10000) // 100}.{number % 100}"
+    return f"{number // 1000}.{(number % 1000) // 100}.{number % 100}"
+
+
+# The pip wheel of each CUDA component jaxlib checks (the nvidia-*-cu12 packages its cuda12 extra
+# installs).
+_JAX_WHEELS = {
+    "cuDNN": "nvidia-cudnn-cu12",
+    "cuSPARSE": "nvidia-cusparse-cu12",
+    "cuBLAS": "nvidia-cublas-cu12",
+    "cuFFT": "nvidia-cufft-cu12",
+    "cuSOLVER": "nvidia-cusolver-cu12",
+    "NCCL": "nvidia-nccl-cu12",
+    "CUPTI": "nvidia-cuda-cupti-cu12",
+    "cuPTI": "nvidia-cuda-cupti-cu12",
+    "CUDA": "nvidia-cuda-runtime-cu12",
+    "NVRTC": "nvidia-cuda-nvrtc-cu12",
+}
+
+
+def jax_component(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    component = groups.get("component", "a CUDA component")
+    found = _component_version(component, groups.get("found"))
+    built = _component_version(component, groups.get("built") or groups.get("minimum"))
+    parts = []
+    if found:
+        parts.append(f"installed {found}")
+    if built:
+        parts.append(f"built against {built}")
+    out = {"component_versions": f" ({', '.join(parts)})" if parts else ""}
+    wheel = _JAX_WHEELS.get(component)
+    if wheel and built:
+        out["jax_component_advice"] = (
+            f"Install {component} {built} or newer where JAX finds it first: pip install -U "
+            f'"jax[cuda12]" brings matching wheels (or pip install -U "{wheel}>={built}"); a '
+            f"system {component} {found or ''} on LD_LIBRARY_PATH is found before them."
+        ).replace("  ", " ")
+    else:
+        out["jax_component_advice"] = (
+            f'Install the {component} JAX was built for: pip install -U "jax[cuda12]" '
+            '(or "jax[cuda13]") brings matching CUDA wheels in one step.'
+        )
+    return out
+
+
+# Import names whose pip package has another name (the usual ones in training scripts).
+_PACKAGE_OF_MODULE = {
+    "cv2": "opencv-python",
+    "PIL": "pillow",
+    "sklearn": "scikit-learn",
+    "skimage": "scikit-image",
+    "yaml": "pyyaml",
+    "attr": "attrs",
+    "bs4": "beautifulsoup4",
+    "Crypto": "pycryptodome",
+    "google": "protobuf",
+    "tensorboardX": "tensorboardX",
+    "lightning_fabric": "lightning",
+    "pytorch_lightning": "pytorch-lightning",
+    "llamafactory": "llamafactory",
+    "flash_attn": "flash-attn",
+    "mmcv": "mmcv",
+    "dotenv": "python-dotenv",
+    "jaxlib": "jaxlib",
+    "apex": "apex (built from source: https://github.com/NVIDIA/apex)",
+}
+
+
+def module_missing(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    module = groups.get("module", "")
+    package = _PACKAGE_OF_MODULE.get(module, module.replace("_", "-"))
+    return {
+        "package": package,
+        "module_advice": (
+            f"Install {package} with the Python that runs the job: python -m pip install "
+            f"{package} (a pip, torchrun or notebook kernel of another environment installs "
+            f"elsewhere); if {module} is your own code, run from its folder or fix the name."
+        ),
+    }
+
+
+def api_mismatch(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    package = groups.get("package", "the package")
+    top = package.split(".")[0]
+    name = groups.get("name", "the name")
+    dist = _PACKAGE_OF_MODULE.get(top, top.replace("_", "-"))
+    required = groups.get("required")
+    found = groups.get("found")
+    if required and found:
+        advice = (
+            f"{package} {found} is installed but {package}{required} is required: pip install "
+            f'"{package}{required}" (or the versions the project\'s requirements file pins).'
+        )
+    else:
+        advice = (
+            f"Install the {dist} release the code was written for: the project's requirements "
+            f"file, or pip install -U {dist} if {name} is new (the code may come from the main "
+            f"branch); check the spelling of {name} against {package}'s API."
+        )
+    return {"package_dist": dist, "name": name, "package": package, "api_advice": advice}
+
+
+def shadow_file(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    path = groups.get("path")
+    package = groups.get("package")
+    if path and package:
+        return {
+            "package_or_folder": f"{path} (named like the package {package})",
+            "shadow_file_advice": (
+                f"Rename {path} (and delete the __pycache__ beside it): it is imported instead of "
+                f"the installed {package}."
+            ),
+        }
+    return {
+        "package_or_folder": "folder of the package's source checkout",
+        "shadow_file_advice": (
+            "Run from another directory than the package's source checkout (its folder, without "
+            "the compiled extensions, is imported instead of the installed package), or build it "
+            "in place (pip install -e .)."
+        ),
+    }

@@ -1,0 +1,210 @@
+"""Fixes for running out of memory: the GPU's (a batch that fits, other processes on the GPU)
+and the host's (an allocation the host refused)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from dlrig.diagnose.advice.figures import as_figures, gib, human_size, parse_size
+from dlrig.machine.model import Machine
+
+# Other processes on the GPU, as the allocator lists them (torch >= 2.1): "Process 38 has
+# 14.55 GiB memory in use." Inside a container NVML reports host PIDs, so the process itself can
+# appear here too, under a PID that is not its own.
+_OTHER_PROCESS = re.compile(r"Process (\d+) has ([\d.]+ ?[KMGT]?i?B) memory in use", re.I)
+# Room the step cannot use: the CUDA context and allocator rounding (a few hundred MiB) and
+# the variation between steps. 10% of the GPU is conservative for both.
+_USABLE_FRACTION = 0.9
+
+
+def _other_processes(subject: str) -> list[tuple[int, float]]:
+    found = []
+    for pid, size in _OTHER_PROCESS.findall(" ".join(subject.split())):
+        value = parse_size(size)
+        if value is not None:
+            found.append((int(pid), value))
+    return found
+
+
+def _held(
+    groups: dict[str, str], total: float, others: list[tuple[int, float]]
+) -> tuple[float, str] | None:
+    """What the failing process held when it ran out, and which field of the message says so."""
+    in_use = parse_size(groups.get("in_use"))
+    # PyTorch has printed absurd figures (exabytes) on some drivers: ignore those.
+    if in_use is not None and in_use <= 2 * total:
+        return in_use, "in use by this process"
+    if len(others) == 1 and others[0][1] <= 2 * total:
+        # A container: NVML lists this process under its host PID (no "this process" entry).
+        return others[0][1], f"in use by process {others[0][0]} (this process, seen from the host)"
+    free = parse_size(groups.get("free"))
+    if free is not None and free <= total:
+        # Older messages name no per-process figure; what the GPU had in use (every process,
+        # the CUDA contexts included) is what the step competed with.
+        return total - free, "in use on the GPU"
+    reserved = parse_size(groups.get("reserved"))
+    if reserved is not None and reserved <= 2 * total:
+        return reserved, "reserved by PyTorch (the CUDA context comes on top)"
+    allocated = parse_size(groups.get("allocated"))
+    if allocated is not None and allocated <= 2 * total:
+        return allocated, "allocated by PyTorch (its cache and the CUDA context come on top)"
+    return None
+
+
+def _batch_cut(batch: int, accum: int, usable: float, needed: float) -> tuple[int, int]:
+    """(new per-GPU batch, new accumulation) that fits `usable` and keeps the global batch.
+
+    The cut follows the need: batch × usable / needed, rounded down. Memory does not scale
+    fully with the batch (weights and optimizer state stay), so this is the largest batch that
+    can fit, never more. A divisor of the global batch is preferred so it stays exact.
+    """
+    ceiling = max(1, math.floor(batch * usable / needed))
+    ceiling = min(ceiling, max(1, batch - 1))
+    global_batch = batch * accum
+    for candidate in range(ceiling, 0, -1):
+        if global_batch % candidate == 0:
+            if candidate * 2 >= ceiling:  # close enough to the ceiling
+                return candidate, global_batch // candidate
+            break
+    return ceiling, math.ceil(global_batch / ceiling)
+
+
+def cuda_oom(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    subject = groups.get("_subject", "")
+    tried = parse_size(groups.get("tried"))
+    total = parse_size(groups.get("total"))
+    if total is None and machine and machine.gpus and machine.gpus[0].memory_total_bytes:
+        total = float(machine.gpus[0].memory_total_bytes)
+    allowed = parse_size(groups.get("allowed"))
+    if allowed is not None and total is not None:
+        total = min(total, allowed)  # set_per_process_memory_fraction caps what it may use
+    others = _other_processes(subject)
+    held = _held(groups, total, others) if total else None
+    batch = int(facts["batch_size"]) if facts.get("batch_size", "").isdigit() else None
+    accum = int(facts["grad_accum"]) if facts.get("grad_accum", "").isdigit() else 1
+    if tried is not None and total and held is not None:
+        held_bytes, held_what = held
+        foreign = (
+            sum(size for pid, size in others) if held_what == "in use by this process" else 0.0
+        )
+        usable = _USABLE_FRACTION * (total - foreign)
+        needed = held_bytes + tried
+        out.update(
+            as_figures(
+                needed_bytes=needed,
+                usable_bytes=usable,
+                gpu_total_bytes=total,
+                held_bytes=held_bytes,
+                tried_bytes=tried,
+                other_processes_bytes=foreign,
+            )
+        )
+        lines = [
+            f"The step needed at least {gib(needed)} ({gib(held_bytes)} {held_what} + "
+            f"{gib(tried)} it tried to allocate) on a {gib(total)} GPU"
+            + (f" of which other processes hold {gib(foreign)}" if foreign else "")
+            + f"; about {gib(usable)} is usable."
+        ]
+        if batch and batch > 1:
+            new_batch, new_accum = _batch_cut(batch, accum, usable, needed)
+            kept = new_batch * new_accum == batch * accum
+            out.update(
+                as_figures(
+                    batch_size=batch,
+                    new_batch_size=new_batch,
+                    grad_accum=accum,
+                    new_grad_accum=new_accum,
+                )
+            )
+            lines.append(
+                f"Cut the per-GPU batch from {batch} to at most {new_batch} and raise gradient "
+                f"accumulation from {accum} to {new_accum} to "
+                + ("keep the global batch." if kept else "keep the global batch about the same.")
+            )
+        elif batch == 1:
+            lines.append(
+                "The batch is already 1: turn on activation checkpointing, train in bf16, shard "
+                "the model (FSDP/ZeRO) or use a GPU with more memory."
+            )
+        else:
+            fraction = usable / needed
+            lines.append(
+                f"Cut the per-GPU batch to at most {fraction:.0%} of its current size and raise "
+                "gradient accumulation by the same factor to keep the global batch."
+            )
+        out["oom_batch_advice"] = " ".join(lines)
+    elif batch and batch > 1:
+        # No figures in the message: halving is the only defensible step.
+        out.update(
+            as_figures(
+                batch_size=batch,
+                new_batch_size=batch // 2,
+                grad_accum=accum,
+                new_grad_accum=accum * 2,
+            )
+        )
+        out["oom_batch_advice"] = (
+            f"Halve the per-GPU batch ({batch} → {batch // 2}) and double gradient accumulation "
+            f"({accum} → {accum * 2}) to keep the global batch (the message gives no memory figures "
+            "to size the cut)."
+        )
+    else:
+        out["oom_batch_advice"] = (
+            "Halve the per-GPU batch size and double gradient accumulation steps to keep the "
+            "global batch; repeat until it fits."
+        )
+    unallocated = parse_size(groups.get("reserved_unallocated"))
+    reserved = parse_size(groups.get("reserved"))
+    allocated = parse_size(groups.get("allocated"))
+    if unallocated is None and reserved is not None and allocated is not None:
+        unallocated = max(0.0, reserved - allocated)
+    if (
+        unallocated is not None
+        and total
+        and (unallocated >= 0.05 * total or (tried and unallocated >= tried))
+    ):
+        out["oom_fragmentation_advice"] = (
+            f"{gib(unallocated)} is reserved by PyTorch but unallocated (fragmentation): set "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before starting the job."
+        )
+    foreign_total = sum(size for _, size in others)
+    if total and groups.get("in_use") and foreign_total >= 0.05 * total:
+        listed = ", ".join(f"{pid} ({gib(size)})" for pid, size in others)
+        out["oom_other_processes_advice"] = (
+            f"Other processes hold {gib(foreign_total)} of this GPU: {listed}. Stop them or "
+            "move the job to a free GPU (CUDA_VISIBLE_DEVICES)."
+        )
+    return out
+
+
+def host_alloc(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    tried = parse_size(groups.get("tried"))
+    if tried is None and groups.get("tried", "").isdigit():
+        tried = float(groups["tried"])
+    out: dict[str, str] = {"tried_said": ""}
+    if tried is None:
+        return out
+    out["tried_said"] = f" of {human_size(tried)}"
+    out.update(as_figures(tried_bytes=tried))
+    ram = machine.memory.total_bytes if machine and machine.memory else None
+    if ram:
+        out.update(as_figures(host_memory_bytes=float(ram)))
+    if (ram and tried > ram) or tried >= 2 * 1024**4:
+        than = f"this machine's {human_size(float(ram))} of RAM" if ram else "a server's RAM"
+        out["host_alloc_advice"] = (
+            f"It asked for {human_size(tried)}, more than {than}: that is a wrong size, not a "
+            "shortage. Check the shapes and dtype of the tensor created at the failing line (a "
+            "dimension multiplied in twice, a sequence length or vocabulary read wrong)."
+        )
+    else:
+        out["host_alloc_advice"] = (
+            f"It asked for {human_size(tried)} of RAM and the host had less free (or the container's "
+            "limit, or the overcommit policy, refused it): free memory or raise the limit."
+        )
+    return out

@@ -1,0 +1,158 @@
+"""Fixes for a run that failed while it ran: a label out of range, NCCL, a port in use, unused
+DDP parameters, a checkpoint that is not whole or does not fit the model."""
+
+from __future__ import annotations
+
+from dlrig.machine.model import Machine
+
+
+def device_assert(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    assertion = groups.get("assertion", "")
+    if "n_classes" in assertion or "target" in assertion.lower():
+        advice = (
+            "A class label is < 0 or ≥ num_classes: check labels.min() and labels.max() against the "
+            "model's number of outputs (1-based labels, a 'background' class, ignore_index=-1 instead "
+            "of -100 are the usual culprits)."
+        )
+    elif "input_val" in assertion or "zero" in assertion:
+        advice = "BCE inputs or targets are outside [0, 1]: apply sigmoid first, or use BCEWithLogitsLoss."
+    elif "index" in assertion.lower() or "idx" in assertion or "range in self" in assertion:
+        advice = (
+            "An index into an embedding or index_select is too large: token ids ≥ the vocabulary size "
+            "(call model.resize_token_embeddings(len(tokenizer)) after adding tokens) or positions ≥ "
+            "max_position_embeddings (truncate inputs to the model's maximum length)."
+        )
+    else:
+        advice = "Check that every label and index is in range for the layer that consumes it."
+    return {"assert_advice": advice, "assertion": assertion or "index in range"}
+
+
+def nccl_timeout(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    out = {"op": groups.get("op", "collective")}
+    timeout = groups.get("timeout_ms")
+    if timeout and timeout.isdigit():
+        out["timeout_ms"] = timeout
+        minutes = int(timeout) / 60000
+        out["timeout_advice"] = (
+            f"The {out['op']} waited the full {minutes:g} min timeout: a rank stopped calling "
+            "collectives long before, so the network is rarely the cause."
+        )
+    else:
+        out["timeout_ms"] = "the timeout's"
+    return out
+
+
+def port_in_use(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    port = groups.get("port")
+    if port and port.isdigit():
+        suggestion = int(port) + 1 if 1024 <= int(port) < 65535 else 29501
+        advice = f"Use a free port: torchrun --master_port={suggestion} ... (or export MASTER_PORT={suggestion})"
+        if int(port) < 1024:
+            advice += f"; port {port} is a system port (22 is ssh): pick one above 1024"
+        return {"port": port, "port_advice": advice}
+    return {
+        "port": "29500",
+        "port_advice": "Use a free port: torchrun --master_port=29501 ... (or export MASTER_PORT=29501)",
+    }
+
+
+def ddp_unused(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    parameters = groups.get("parameters")
+    indices = groups.get("indices")
+    named = (
+        f" The log names them: {parameters}."
+        if parameters
+        else f" The log names them by index: {indices.strip()}."
+        if indices
+        else ""
+    )
+    return {
+        "ddp_unused_advice": (
+            "Make every parameter contribute to the loss, set requires_grad=False on the ones "
+            "you do not train before wrapping the model, or pass find_unused_parameters=True "
+            "to DistributedDataParallel (Lightning: strategy='ddp_find_unused_parameters_true'; "
+            f"HF Trainer: ddp_find_unused_parameters=True).{named}"
+        )
+    }
+
+
+def nccl_system(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    warn = groups.get("nccl_warn")
+    return {"nccl_warn_said": f" (NCCL WARN: {warn.strip()})" if warn else ""}
+
+
+def checkpoint(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    key = groups.get("load_key")
+    if key == "v":
+        said = " (it starts with 'v': a Git LFS pointer, 'version https://git-lfs...')"
+        advice = (
+            "The file is a Git LFS pointer, not the weights: git lfs install && git lfs pull "
+            "(in the model's repository), or download the file itself (huggingface-cli download "
+            "REPO FILE --force-download)."
+        )
+    elif key == "<":
+        said = " (it starts with '<': an HTML page was saved in its place)"
+        advice = (
+            "The download saved a web page (a login, an error or a redirect page): download the "
+            "file again from a direct link, with the token the site asks for."
+        )
+    else:
+        said = f" (its first byte reads {key!r})" if key else ""
+        advice = (
+            "Download or save the checkpoint again and check its size against the source; a "
+            "save that stopped part-way (a full disk, a killed job) leaves a truncated file, so "
+            "save to a temporary name and rename when done."
+        )
+    return {"load_key_said": said, "checkpoint_advice": advice}
+
+
+def state_dict(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    model = groups.get("model")
+    unexpected = groups.get("unexpected", "")
+    missing = groups.get("missing", "")
+    param = groups.get("param")
+    out = {"model_said": f"the model {model}" if model else "the model"}
+    if param:
+        out["mismatch_said"] = (
+            f": {param} is {groups.get('checkpoint_shape')} in the checkpoint and "
+            f"{groups.get('model_shape')} in the model"
+        )
+        out["state_dict_advice"] = (
+            f"Build the model with the checkpoint's configuration ({param} differs: another "
+            "variant, another number of classes or tokens); to load the rest into a new head on "
+            "purpose, drop that key and load with strict=False."
+        )
+    elif unexpected.startswith("module.") and not missing.startswith("module."):
+        out["mismatch_said"] = (
+            ": its keys start with 'module.' (saved through DataParallel/DDP) and the model's do not"
+        )
+        out["state_dict_advice"] = (
+            "Strip the prefix: state = {k.removeprefix('module.'): v for k, v in state.items()} "
+            "(or save model.module.state_dict() next time)."
+        )
+    else:
+        keys = ", ".join(
+            k
+            for k in (missing and f"missing {missing}", unexpected and f"unexpected {unexpected}")
+            if k
+        )
+        out["mismatch_said"] = f" ({keys})" if keys else ""
+        out["state_dict_advice"] = (
+            "Load the checkpoint into the model it was saved from (same architecture and "
+            "configuration); strict=False only where parts are new on purpose."
+        )
+    return out
