@@ -1,0 +1,68 @@
+"""Causes in the hardware, and the ones that slow a run without crashing it: GPU memory errors,
+Xids, a GPU gone from the bus, throttling, a degraded PCIe link, a starved input pipeline."""
+
+from __future__ import annotations
+
+from dlrig.causes.model import Cause
+
+CAUSES: tuple[Cause, ...] = (
+    Cause(
+        "gpu_ecc_error",
+        "Uncorrectable GPU memory (ECC) error",
+        "The GPU detected an error in its memory that ECC could not correct. The process using "
+        "it is killed; the page is retired or the row remapped at the next reset. Repeated "
+        "errors mean failing hardware.",
+        "Drain the node, reset the GPU or reboot so the row remap takes effect, run `dcgmi "
+        "diag -r 3`; if errors recur or remapping fails, RMA the GPU.",
+    ),
+    Cause(
+        "xid_error",
+        "NVIDIA driver reported an Xid error",
+        "Xid messages in the kernel log are the driver's error reports. Their code says whether "
+        "the application, the driver or the hardware is at fault.",
+        "Look the code up (`dlrig doctor --explain gpu.xid_events`, NVIDIA's Xid catalogue) and "
+        "act on its severity: restart the job for application Xids, reset or drain for "
+        "hardware ones.",
+    ),
+    Cause(
+        "gpu_fell_off_bus",
+        "GPU fell off the bus (Xid 79)",
+        "The GPU stopped answering on PCIe. Most common reasons are power (PSU, cables), "
+        "overheating, a bad riser or slot, or old system BIOS. It needs a reboot at least.",
+        "Reboot; reseat the card and its power cables, check the PSU and cooling, update the "
+        "system BIOS; if it recurs on the same GPU, RMA it.",
+    ),
+    Cause(
+        "gpu_throttling",
+        "The GPU slows its clocks",
+        "The GPU lowers its clocks when it reaches its power limit, its temperature limit, or "
+        "when the board asserts a hardware slowdown (power brake from the PSU, overheating). "
+        "Training runs proportionally slower.",
+        "Check cooling (airflow, fan curve, dust, blanking panels), the power limit "
+        "(`nvidia-smi -q -d POWER`; restore it with `sudo nvidia-smi -pl <default>`), and for "
+        "hardware slowdown the PSU capacity and the GPU's power cables.",
+        crashes=False,
+    ),
+    Cause(
+        "pcie_link_degraded",
+        "A GPU's PCIe link runs below its rated speed",
+        "The link trained at fewer lanes or a lower generation than both ends support: a card "
+        "in a narrower slot, a riser or extender, a BIOS bifurcation setting, or a bad contact. "
+        "Host-device copies (data loading, offload) run proportionally slower.",
+        "Reseat the card, move it to a full x16 slot attached to the CPU, remove risers, check "
+        "the BIOS PCIe settings; confirm with `dlrig bench memory` (host-to-device bandwidth).",
+        crashes=False,
+    ),
+    Cause(
+        "input_pipeline_bound",
+        "The GPU waits for data",
+        "The training step finishes faster than the input pipeline produces the next batch, so "
+        "the GPU sits idle between steps: too few DataLoader workers, CPU-heavy decoding and "
+        "augmentation, or a slow disk or network filesystem.",
+        "Raise DataLoader num_workers (up to the CPU cores per GPU), set pin_memory=True and "
+        "persistent_workers=True, move decoding to the GPU (DALI, torchvision.io on CUDA) or "
+        "pre-pack the dataset into large shards on local NVMe; `dlrig bench dataloader` finds "
+        "the best settings.",
+        crashes=False,
+    ),
+)

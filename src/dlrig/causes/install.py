@@ -1,0 +1,202 @@
+"""Causes in the install: the driver, CUDA and its libraries, compiled extensions, the C++
+runtime, the frameworks' GPU builds, and Python packages that are missing, too old or shadowed."""
+
+from __future__ import annotations
+
+from dlrig.causes.model import Cause
+
+CAUSES: tuple[Cause, ...] = (
+    Cause(
+        "driver_too_old",
+        "NVIDIA driver too old for the CUDA build",
+        "Every CUDA runtime needs a minimum driver. The driver reports the newest CUDA it "
+        "supports (nvidia-smi's 'CUDA Version'); a framework built for a newer CUDA cannot start "
+        "on it unless minor-version compatibility covers the gap.",
+        "Upgrade the NVIDIA driver to at least the version the build's CUDA needs, or install "
+        "a framework build for an older CUDA (e.g. `pip install torch --index-url "
+        "https://download.pytorch.org/whl/cu118`).",
+    ),
+    Cause(
+        "no_nvidia_driver",
+        "No NVIDIA driver loaded",
+        "An NVIDIA GPU is on the PCI bus but no NVIDIA kernel driver is bound to it (not "
+        "installed, blocked by nouveau, not built for the running kernel, or Secure Boot "
+        "refused the unsigned module), so neither nvidia-smi nor CUDA can reach it.",
+        "Install the driver for the running kernel (`sudo apt install nvidia-driver-<branch>` "
+        "or NVIDIA's runfile), blacklist nouveau, sign the module or disable Secure Boot, then "
+        "reboot and confirm with `nvidia-smi`.",
+    ),
+    Cause(
+        "driver_library_mismatch",
+        "Kernel module and user-space driver versions differ",
+        "The loaded NVIDIA kernel module is a different version from the user-space libraries "
+        "(libnvidia-ml, libcuda). This happens when a package upgrade replaces the libraries "
+        "under a running module; NVML then fails with 'Driver/library version mismatch'.",
+        "Reboot (or unload and reload the nvidia modules), then hold the driver packages "
+        "(`sudo apt-mark hold 'nvidia-*' 'libnvidia-*'`) so unattended upgrades cannot do it "
+        "again.",
+    ),
+    Cause(
+        "cpu_only_torch",
+        "PyTorch is a CPU-only build",
+        "The installed torch wheel was built without CUDA (its version ends in '+cpu' or "
+        "torch.version.cuda is None), so it cannot use the GPUs even though they work. pip often "
+        "picks the CPU wheel from a cache or a pinned index.",
+        "Reinstall from a CUDA index: `pip uninstall -y torch && pip install torch "
+        "--index-url https://download.pytorch.org/whl/cu126 --no-cache-dir` (pick the cuXXX "
+        "your driver supports).",
+    ),
+    Cause(
+        "duplicate_torch_installs",
+        "Several PyTorch installs shadow each other",
+        "Two copies of torch are importable (pip and conda in one environment, or a user-site "
+        "install under ~/.local). Which one Python imports depends on the path order, so the "
+        "version you installed is not the one that runs, and compiled extensions fail with "
+        "undefined symbols.",
+        "Keep one: `pip uninstall torch` (repeat until none is left) and `conda remove "
+        "pytorch`, remove ~/.local/lib/python*/site-packages/torch*, then install once.",
+    ),
+    Cause(
+        "missing_cuda_lib",
+        "A CUDA library cannot be loaded",
+        "A shared library that the framework or an extension was linked against (libcudart, "
+        "libcublas, libcudnn, libnccl, libnvrtc...) is not on the loader's path, or is the wrong "
+        "major version.",
+        "Install the matching CUDA/cuDNN runtime (pip's nvidia-* packages for pip wheels), or "
+        "point LD_LIBRARY_PATH at the right CUDA lib64; rebuild extensions against the "
+        "framework's CUDA.",
+    ),
+    Cause(
+        "no_kernel_image",
+        "The GPU's architecture is not in the build",
+        "The framework ships machine code only for a list of GPU architectures (compute "
+        "capabilities). A GPU whose compute capability is not in that list, and for which no "
+        "compatible PTX is shipped, fails with 'no kernel image is available for execution on "
+        "the device'.",
+        "Install a build whose architecture list includes the GPU (e.g. cu128 or newer wheels "
+        "for Blackwell sm_120; cu126 wheels for Maxwell/Pascal/Volta), or build from source "
+        "with TORCH_CUDA_ARCH_LIST set.",
+    ),
+    Cause(
+        "version_mismatch_torch_torchvision",
+        "torchvision/torchaudio built for a different torch",
+        "torchvision and torchaudio contain compiled operators linked against one exact torch "
+        "release and CUDA variant. Paired with another torch, their operators fail to register "
+        "('operator torchvision::nms does not exist') or they refuse to load.",
+        "Install the companions from the same index and release as torch, e.g. `pip install "
+        "torch==2.5.1 torchvision==0.20.1 torchaudio==2.5.1 --index-url "
+        "https://download.pytorch.org/whl/cu124`.",
+    ),
+    Cause(
+        "container_toolkit_missing",
+        "Docker cannot hand GPUs to containers",
+        "`docker run --gpus` needs the NVIDIA Container Toolkit registered as a Docker runtime. "
+        'Without it Docker answers \'could not select device driver "" with capabilities: '
+        "[[gpu]]'.",
+        "Install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure "
+        "--runtime=docker` and `sudo systemctl restart docker`; avoid the snap docker package.",
+    ),
+    Cause(
+        "extension_abi_mismatch",
+        "A compiled extension was built for another torch",
+        "C++/CUDA extensions (flash-attn, xformers, apex, mmcv, detectron2, torch-scatter, "
+        "bitsandbytes, vLLM's _C, ...) link against torch's C++ ABI, which changes with every "
+        "torch release and with the C++11-ABI flag. Imported beside another torch, the "
+        "extension's library asks for a symbol that torch no longer exports and the loader "
+        "refuses it ('undefined symbol: _ZN3c10...').",
+        "Reinstall the extension in a build made for the installed torch (`pip install "
+        "--force-reinstall --no-cache-dir --no-build-isolation <package>`), or install the torch "
+        "release it was built for.",
+    ),
+    Cause(
+        "glibcxx_missing",
+        "The C++ runtime (libstdc++) or glibc is older than a library needs",
+        "A compiled library was built with a newer GCC or glibc than the one the loader finds: "
+        "'version `GLIBCXX_3.4.30' not found'. Under conda, the environment's own libstdc++ is "
+        "often older than the system's (or the reverse), and whichever is found first wins.",
+        "Give the environment a new enough libstdc++ (`conda install -c conda-forge "
+        "'libstdcxx-ng>=12'`), or make the loader find the newer one first; for glibc, use a "
+        "newer OS or a wheel built for this one (manylinux tag).",
+    ),
+    Cause(
+        "ld_library_path_shadowing",
+        "LD_LIBRARY_PATH shadows the CUDA libraries the wheel ships",
+        "pip's torch/TF/JAX wheels bring their own cuDNN, cuBLAS and NCCL (the nvidia-* "
+        "packages). A system CUDA or cuDNN directory on LD_LIBRARY_PATH is searched first, so "
+        "the framework loads a copy of another version and fails with undefined symbols or a "
+        "version mismatch.",
+        "Remove the system CUDA/cuDNN directories from LD_LIBRARY_PATH for this job (`unset "
+        "LD_LIBRARY_PATH`, or drop /usr/local/cuda*/lib64 from it); the wheel finds its own "
+        "libraries without it.",
+    ),
+    Cause(
+        "cudnn_version_mismatch",
+        "The cuDNN that loaded is not the one the framework was built with",
+        "TensorFlow and XLA check the cuDNN they load against the one they were compiled with. "
+        "An older copy found first (a system cuDNN, another CUDA's lib64 on LD_LIBRARY_PATH, a "
+        "conda package) makes the check fail, and the framework refuses cuDNN.",
+        "Install the cuDNN the build asks for (its tested-build table; TF >= 2.15: pip install "
+        "'tensorflow[and-cuda]'), and make sure no older copy is found first: `ldconfig -p | grep "
+        "cudnn`, `echo $LD_LIBRARY_PATH`.",
+    ),
+    Cause(
+        "jax_cuda_backend_failed",
+        "JAX could not start its CUDA backend",
+        "jaxlib's CUDA plugin checks the CUDA, cuDNN, cuBLAS and NCCL it finds against those it "
+        "was built with, and the driver against them; when one is missing or too old, or only "
+        "the CPU jaxlib is installed, JAX falls back to the CPU or fails.",
+        'Install JAX with its CUDA wheels in one command (`pip install -U "jax[cuda12]"` or '
+        '`"jax[cuda13]"`), remove system CUDA/cuDNN directories from LD_LIBRARY_PATH, and '
+        "keep the driver at least at the CUDA release the plugin needs.",
+    ),
+    Cause(
+        "tf_gpu_libraries_missing",
+        "TensorFlow could not load its GPU libraries and runs on the CPU",
+        "TensorFlow loads CUDA, cuBLAS, cuDNN and friends at start-up by their exact sonames "
+        "(libcudart.so.11.0, libcudnn.so.8). If any is missing it prints 'Cannot dlopen some "
+        "GPU libraries', skips registering the GPUs and trains on the CPU.",
+        "Install the CUDA and cuDNN versions this TensorFlow release was built for (TF >= 2.15: "
+        "`pip install 'tensorflow[and-cuda]'`), or point LD_LIBRARY_PATH at them; check with "
+        "python -c \"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\".",
+    ),
+    Cause(
+        "torchvision_not_imported",
+        "torchvision's operators are not registered in this process",
+        "A TorchScript or exported model calls torchvision operators (torchvision::nms, "
+        "roi_align), which exist only once torchvision's library is loaded: in Python by "
+        "`import torchvision`, in C++ by linking libtorchvision. Loading the model without it "
+        "fails with 'Unknown builtin op: torchvision::nms'.",
+        "`import torchvision` before torch.jit.load (or torch.export.load); in a C++ program "
+        "link libtorchvision and keep its registration (e.g. -Wl,--no-as-needed).",
+    ),
+    Cause(
+        "python_package_missing",
+        "A Python module is not installed in the Python that ran",
+        "The import failed because no installed package provides the module in the interpreter "
+        "that ran the script: it was never installed, was installed into another environment "
+        "(pip of one Python, torchrun or a notebook kernel of another), or its name is "
+        "misspelt.",
+        "Install it with the interpreter that runs the job (`python -m pip install <package>`; "
+        "compare `which python` with the launcher's), or correct the module name.",
+    ),
+    Cause(
+        "package_api_mismatch",
+        "The code imports a name the installed package does not have",
+        "The script imports a function, class or submodule that the installed release of a "
+        "package does not provide: the code (an example from the main branch, a tutorial, "
+        "another package) was written for an older or newer release, or the name is misspelt.",
+        "Install the release the code was written for (the requirements file of the project, "
+        "or `pip install -U <package>` when the name is new), or use the example from the "
+        "installed release; check the spelling against the package's API.",
+    ),
+    Cause(
+        "local_file_shadows_package",
+        "A local file or folder hides the installed package",
+        "Python imports from the current directory and the script's folder first. A file named "
+        "like a package (peft.py, torch/ in a source checkout, vllm/ in its repository) is "
+        "imported instead of the installed package, which fails as a circular import or a "
+        "missing compiled part.",
+        "Rename the local file (and delete its __pycache__), or run from another directory than "
+        "the package's source checkout.",
+    ),
+)

@@ -1,0 +1,157 @@
+"""Causes in the training program and its processes: bad inputs to a kernel, numerics,
+checkpoints, and the distributed setup (NCCL, ports, DDP, process groups)."""
+
+from __future__ import annotations
+
+from dlrig.causes.model import Cause
+
+CAUSES: tuple[Cause, ...] = (
+    Cause(
+        "device_side_assert_label_range",
+        "Labels or indices out of range (device-side assert)",
+        "A CUDA kernel asserted that an index is in range: most often a class label >= "
+        "num_classes or negative in a loss, or a token id >= the embedding size. Because CUDA "
+        "reports errors asynchronously, the traceback may point at a later line.",
+        "Check labels are in [0, num_classes) and token ids < vocabulary size; rerun with "
+        "CUDA_LAUNCH_BLOCKING=1 (or on CPU) to get the exact line.",
+    ),
+    Cause(
+        "illegal_memory_access",
+        "Illegal memory access on the GPU",
+        "A kernel read or wrote outside its memory. Causes range from a bug in a custom CUDA "
+        "extension or a framework release to out-of-range indices and, rarely, faulty hardware.",
+        "Rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; upgrade torch and extensions "
+        "(flash-attn, apex, bitsandbytes); try `compute-sanitizer python train.py`; if it "
+        "moves between runs and GPUs, check Xid errors in `dmesg`.",
+    ),
+    Cause(
+        "cudnn_status_error",
+        "cuDNN failed",
+        "cuDNN returned an error status (NOT_INITIALIZED, INTERNAL_ERROR, EXECUTION_FAILED, "
+        "NOT_SUPPORTED). It is often an out-of-memory in disguise, or a cuDNN that does not "
+        "match the framework's CUDA.",
+        "Retry with a smaller batch; align cuDNN with the framework (use the wheel's bundled "
+        "cuDNN, remove system cuDNN from LD_LIBRARY_PATH); as a test set "
+        "torch.backends.cudnn.enabled = False.",
+    ),
+    Cause(
+        "fp16_overflow_nan",
+        "fp16 overflow: loss became NaN/inf",
+        "In float16 values above 65504 overflow to inf and become NaN; the loss scaler skips "
+        "steps until the scale collapses. Some model families (T5, large activations) overflow "
+        "in fp16 regardless of scaling.",
+        "Train in bf16 (Ampere or newer) or fp32 for the overflowing layers; lower the "
+        "learning rate, clip gradients, and check the data for inf/NaN.",
+    ),
+    Cause(
+        "tensors_on_mixed_devices",
+        "Tensors on different devices",
+        "An operation got inputs on two devices (a GPU and the CPU, or two GPUs): a model moved "
+        "to the GPU with a batch left on the CPU, a tensor created inside forward() without a "
+        "device, or a module device_map split across GPUs.",
+        "Move the model and every input to one device (`model.to(device)`, "
+        "`batch = batch.to(device)`); create new tensors with `device=x.device`; register "
+        "constant tensors as buffers so `.to()` moves them.",
+    ),
+    Cause(
+        "gpu_index_out_of_range",
+        "The job asked for a GPU that does not exist here",
+        "CUDA numbers the GPUs a process sees from 0 (after CUDA_VISIBLE_DEVICES); asking for "
+        "an index past the last one ('cuda:1' on a one-GPU machine, more processes per node "
+        "than GPUs) fails with 'invalid device ordinal'.",
+        "Ask for an index below the number of visible GPUs (`nvidia-smi -L`, and "
+        "CUDA_VISIBLE_DEVICES renumbers from 0), and start no more processes per node than "
+        "GPUs (--nproc_per_node).",
+    ),
+    Cause(
+        "checkpoint_corrupt",
+        "The checkpoint or weights file is truncated or not the file",
+        "The file being loaded is not a whole checkpoint: a download or a save that stopped "
+        "part-way (a full disk, a killed job), a Git LFS pointer checked out instead of the "
+        "weights (it starts with 'version https://git-lfs'), or an HTML page saved in its "
+        "place.",
+        "Download or save it again and compare its size with the source's; for a Git LFS "
+        "repository run `git lfs install && git lfs pull`; `head -c 100 FILE` shows what the "
+        "file really is.",
+    ),
+    Cause(
+        "state_dict_mismatch",
+        "The checkpoint does not fit the model",
+        "load_state_dict found parameters the model does not have, misses ones it has, or "
+        "finds them with other shapes: a checkpoint of another model or configuration (another "
+        "number of classes, another size), or one saved through DataParallel/DDP whose keys "
+        "start with 'module.'.",
+        "Build the model with the checkpoint's configuration (same variant, same number of "
+        "classes); strip a 'module.' prefix from the keys; load a new head with "
+        "strict=False and only when that is intended.",
+    ),
+    Cause(
+        "nccl_timeout",
+        "A collective timed out (NCCL watchdog)",
+        "A rank waited in a collective longer than the process-group timeout. Usually one rank "
+        "is slow or stuck (rank-0-only preprocessing, evaluation, checkpointing, or it crashed), "
+        "not the network.",
+        "Find the rank that did not arrive (look for its own error earlier in the log); move "
+        "long rank-0 work before init_process_group or raise the timeout "
+        "(init_process_group(timeout=timedelta(hours=1))).",
+    ),
+    Cause(
+        "nccl_wrong_socket_interface",
+        "NCCL used the wrong network interface",
+        "NCCL picks a socket interface automatically and may choose a docker bridge, a veth or "
+        "loopback that other nodes cannot reach, so bootstrap or data connections fail.",
+        "Set NCCL_SOCKET_IFNAME to the interface the nodes share (e.g. NCCL_SOCKET_IFNAME=eth0 "
+        "or ^docker,lo) and GLOO_SOCKET_IFNAME likewise; run containers with host networking.",
+    ),
+    Cause(
+        "nccl_system_error",
+        "NCCL hit a system error",
+        "NCCL reports 'unhandled system error' when a system call failed: creating a shared "
+        "memory segment, opening a socket, registering memory with the network card. The "
+        "message alone does not say which call; the 'NCCL WARN' line before it does.",
+        "Rerun with NCCL_DEBUG=INFO to see the failing call; in a container start it with "
+        "--ipc=host (or --shm-size=16g) and host networking; on several nodes set "
+        "NCCL_SOCKET_IFNAME to the interface they share.",
+        generic=True,
+    ),
+    Cause(
+        "collective_timeout_uneven_data",
+        "Ranks got different amounts of data",
+        "When ranks process different numbers of batches, the ranks that finish early wait in "
+        "a collective the others never reach, and it times out (often at the end of an epoch or "
+        "in evaluation).",
+        "Give every rank the same number of batches: DistributedSampler with drop_last=True, "
+        "equal shards, or the DDP join() context manager for uneven inputs.",
+    ),
+    Cause(
+        "port_in_use",
+        "Rendezvous port already in use",
+        "The rendezvous store could not bind MASTER_PORT because another process (often a "
+        "stale run) holds it.",
+        "Pick a free port (`--master_port=29501` / MASTER_PORT), or kill the stale processes "
+        "(`ss -ltnp | grep 29500`).",
+    ),
+    Cause(
+        "ddp_unused_parameters",
+        "DDP: some parameters got no gradient",
+        "DistributedDataParallel waits for a gradient of every parameter before it reduces a "
+        "bucket. When the forward pass does not use some parameters (a branch not taken, a "
+        "frozen head, an output not in the loss), their buckets never finish and the next "
+        "iteration fails with 'Expected to have finished reduction in the prior iteration'.",
+        "Make every parameter take part in the loss, freeze the unused ones "
+        "(requires_grad=False) before wrapping, or pass find_unused_parameters=True to DDP "
+        "(Lightning: strategy='ddp_find_unused_parameters_true'; HF Trainer: "
+        "ddp_find_unused_parameters=True). TORCH_DISTRIBUTED_DEBUG=DETAIL names the parameters.",
+    ),
+    Cause(
+        "process_group_not_initialized",
+        "Distributed code ran without a process group",
+        "DistributedDataParallel, SyncBatchNorm, a DistributedSampler or a collective ran in a "
+        "process where torch.distributed.init_process_group was never called: the script was "
+        "started with plain `python` instead of a launcher, or its distributed setup was "
+        "skipped.",
+        "Start it with a launcher (`torchrun --nproc_per_node=N train.py`, accelerate launch, "
+        "srun) so init_process_group runs, or for one GPU turn the distributed parts off "
+        "(plain BatchNorm, no DDP wrapper).",
+    ),
+)
