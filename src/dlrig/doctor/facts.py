@@ -160,20 +160,9 @@ def torch_is_cpu_only(info: TorchInfo) -> bool | None:
 
 
 def busy(gpu: Gpu, threshold_percent: float) -> bool | None:
-    """Whether any engine works: the SMs, or the video encoder/decoder (an NVENC/NVDEC job
-    leaves the SMs idle)."""
-    engines = [
-        value
-        for value in (
-            gpu.utilization_gpu_percent,
-            gpu.utilization_encoder_percent,
-            gpu.utilization_decoder_percent,
-        )
-        if value is not None
-    ]
-    if not engines:
-        return None
-    return max(engines) >= threshold_percent
+    """Whether any engine works: the SMs, or the video encoder/decoder."""
+    activity = gpu.busiest_engine_percent
+    return None if activity is None else activity >= threshold_percent
 
 
 def gpu_label(gpu: Gpu) -> str:

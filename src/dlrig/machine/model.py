@@ -236,6 +236,18 @@ class Gpu:
     tensor_activity_percent: float | None = None
     dram_activity_percent: float | None = None
 
+    @property
+    def busiest_engine_percent(self) -> float | None:
+        """The busiest engine: the SMs, or the video encoder/decoder (an NVENC/NVDEC job leaves
+        the SMs idle); None when no engine was read."""
+        engines = (
+            self.utilization_gpu_percent,
+            self.utilization_encoder_percent,
+            self.utilization_decoder_percent,
+        )
+        read = [value for value in engines if value is not None]
+        return max(read) if read else None
+
 
 @dataclass(frozen=True)
 class Topology:

@@ -153,20 +153,6 @@ def _gpu_in(sample: Sample, index: int) -> Gpu | None:
     return None
 
 
-def _activity(gpu: Gpu) -> float | None:
-    """How busy the busiest engine is: the SMs, or the video encoder/decoder."""
-    engines = [
-        value
-        for value in (
-            gpu.utilization_gpu_percent,
-            gpu.utilization_encoder_percent,
-            gpu.utilization_decoder_percent,
-        )
-        if value is not None
-    ]
-    return max(engines) if engines else None
-
-
 def _holds_process(gpu: Gpu) -> bool:
     if gpu.processes:
         return True
@@ -188,7 +174,9 @@ def _gpu_readings(
     # Idle time counts only while a process holds the GPU: the samples before a job starts (or
     # after it ends) are an empty GPU, not a waiting one. The video engines count as work.
     utils = [
-        activity for h in history if _holds_process(h) and (activity := _activity(h)) is not None
+        activity
+        for h in history
+        if _holds_process(h) and (activity := h.busiest_engine_percent) is not None
     ]
     holds = _holds_process(g)
     if utils and holds and len(utils) >= 3:
@@ -300,7 +288,7 @@ def _gpu_readings(
                         index,
                     )
                 )
-    activities = [a for a in (_activity(h) for h in history) if a is not None]
+    activities = [a for a in (h.busiest_engine_percent for h in history) if a is not None]
     working = bool(activities) and statistics.fmean(activities) >= IDLE_BELOW_PERCENT
     if g.memory_used_bytes and g.memory_total_bytes:
         used = g.memory_used_bytes / g.memory_total_bytes
