@@ -99,9 +99,11 @@ def run(
     stdout_fd: int | None = None,
     stderr_fd: int | None = None,
     drain_after_exit_s: float = DRAIN_AFTER_EXIT_S,
+    env: dict[str, str] | None = None,
 ) -> Outcome:
     """Run `command`, copy its stdout/stderr to ours, and call `feed(data, "stdout"|"stderr")`
-    with every chunk. Returns when the command has exited."""
+    with every chunk. Returns when the command has exited. `env` replaces the environment
+    the command inherits (`dlrig profile` arms its profiler through it)."""
     out_fd = sys.stdout.fileno() if stdout_fd is None else stdout_fd
     err_fd = sys.stderr.fileno() if stderr_fd is None else stderr_fd
     sinks = {"stdout": _Sink(out_fd), "stderr": _Sink(err_fd)}
@@ -119,12 +121,12 @@ def run(
         _copy_window_size(out_fd, slave)
         child_stderr: int = slave if _is_terminal(err_fd) else subprocess.PIPE
         try:
-            child = _spawn(command, slave, child_stderr)
+            child = _spawn(command, slave, child_stderr, env)
         finally:
             os.close(slave)
         readers[master] = "stdout"
     else:
-        child = _spawn(command, subprocess.PIPE, subprocess.PIPE)
+        child = _spawn(command, subprocess.PIPE, subprocess.PIPE, env)
     if child.stdout is not None:
         readers[child.stdout.fileno()] = "stdout"
     if child.stderr is not None:
@@ -156,9 +158,11 @@ def run(
     return Outcome(exit_code=code, stdout_closed=sinks["stdout"].closed)
 
 
-def _spawn(command: Sequence[str], stdout: int, stderr: int) -> subprocess.Popen[bytes]:
+def _spawn(
+    command: Sequence[str], stdout: int, stderr: int, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     try:
-        return subprocess.Popen(list(command), stdout=stdout, stderr=stderr, stdin=None)
+        return subprocess.Popen(list(command), stdout=stdout, stderr=stderr, stdin=None, env=env)
     except FileNotFoundError:
         raise InputError(
             f"{command[0]}: command not found", fix="check the command after --"

@@ -95,6 +95,10 @@ def _examples(tmp: Path) -> list[tuple[list[str], list[str]]]:
             ["monitor", "--replay", H200, "--once", "--json"],
         ),
         (
+            ["profile", "--json", str(CORPUS / "kineto" / "hta-nccl_data.json.gz")],
+            ["profile", str(CORPUS / "kineto" / "hta-nccl_data.json.gz"), "--json"],
+        ),
+        (
             ["fit", "--json", "--gpu", "a100-sxm4-80gb", "--analytic", "llama3-8b"],
             ["fit", "llama3-8b", "--gpu", "a100-sxm4-80gb", "--analytic", "--json"],
         ),
@@ -120,6 +124,8 @@ def test_documented_examples_take_options_before_or_after_arguments(tmp_path):
         ["diagnose", "/nonexistent/train.log"],
         ["monitor", "--once", "--replay", "/nonexistent/capture.txt"],
         ["bench", "storage", "--path", "/nonexistent/data"],
+        ["profile", "/nonexistent/trace.json.gz"],
+        ["profile", "compare", "/nonexistent/a.json", "/nonexistent/b.json"],
     ],
     ids=lambda a: " ".join(a[:2]),
 )

@@ -45,15 +45,20 @@ def test_the_table_names_only_real_commands() -> None:
     assert set(examples.EXAMPLES) <= set(TREE)
 
 
+# Groups that run a default subcommand on arguments that are not a subcommand's name:
+# `dlrig plan WORKLOAD`, `dlrig profile TRACE` / `dlrig profile -- CMD`.
+DEFAULT_SUBCOMMAND = {"plan": "workloads", "profile": "steps"}
+
+
 def _resolve(tokens: list[str]) -> tuple[str, list[str]]:
     path: list[str] = []
     command: click.Command = cli
     while isinstance(command, click.Group) and tokens and not tokens[0].startswith("-"):
         name = tokens[0]
         if name not in command.list_commands(click.Context(command)):
-            # `dlrig plan WORKLOAD`: the plan group's default subcommand
-            assert " ".join(path) == "plan", f"{name!r} is not a subcommand of {path}"
-            name, tokens = "workloads", ["workloads", *tokens]
+            group = " ".join(path)
+            assert group in DEFAULT_SUBCOMMAND, f"{name!r} is not a subcommand of {path}"
+            name, tokens = DEFAULT_SUBCOMMAND[group], [DEFAULT_SUBCOMMAND[group], *tokens]
         path.append(name)
         tokens = tokens[1:]
         command = TREE[" ".join(path)]
@@ -74,7 +79,7 @@ def test_each_example_uses_options_its_command_has(path: str, invocation: str) -
     named, rest = _resolve(tokens[1:])
     if path:
         # an example listed under a command runs that command (or, on a group, one below it)
-        assert named == path or named.startswith(path + " ") or path == "plan"
+        assert named == path or named.startswith(path + " ") or path in DEFAULT_SUBCOMMAND
     command = TREE[named]
     options = {
         opt: param

@@ -76,6 +76,10 @@ def test_cause_vocabulary_is_complete():
         "input_pipeline_bound",
         "gpu_throttling",
         "pcie_link_degraded",
+        "launch_bound",
+        "communication_exposed",
+        "fp32_matmuls",
+        "optimizer_unfused",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

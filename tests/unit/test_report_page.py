@@ -106,7 +106,7 @@ def test_a_document_with_nothing_in_it_is_not_a_pass(tmp_path):
 
 
 def test_the_versions_read_are_the_writers_versions():
-    from dlrig import accept, bench, doctor
+    from dlrig import accept, bench, doctor, profile
     from dlrig.accept.report import inputs
     from dlrig.fit import result as fit_result
     from dlrig.machine import model as machine_model
@@ -122,4 +122,29 @@ def test_the_versions_read_are_the_writers_versions():
         "dlrig.monitor.report": monitor_report.SCHEMA_VERSION,
         "dlrig.monitor.sample": sample.SCHEMA_VERSION,
         inputs.HISTORY_SCHEMA: history.SCHEMA_VERSION,
+        "dlrig.profile": profile.SCHEMA_VERSION,
     }
+
+
+def test_a_profile_gets_its_verdict_and_a_bar_per_step(tmp_path):
+    """`dlrig profile --json` of a recorded A100 trace: the verdict joins the summary as a
+    warning, and the page draws each profiled step as a stacked bar of the GPU's time."""
+    from dlrig import profile
+    from tests.conftest import CORPUS
+
+    document = profile.analyse([CORPUS / "kineto" / "hta-trace_diff_control.json.gz"]).to_dict()
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(document))
+    page = report.build([str(path)])
+    assert page["summary"]["problems"][0]["cause"] == "communication_exposed"
+    section = page["profiles"][0]
+    bars = section["ranks"][0]["bars"]
+    assert [b["name"] for b in bars] == [s["name"] for s in document["ranks"][0]["steps"]]
+    longest = max(b["step_ms"] for b in bars)
+    for bar in bars:  # each bar's parts add up to its step, scaled to the longest step
+        assert sum(p["width"] for p in bar["parts"]) == pytest.approx(
+            100 * bar["step_ms"] / longest, rel=1e-3
+        )
+    html = report.render_html(page)
+    assert html.count('class="step-bar"') == len(bars)
+    assert "Profile: where each step" in html

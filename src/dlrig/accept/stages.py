@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dlrig.accept.levels import Level
+from dlrig.errors import InputError, MissingExtraError
 from dlrig.machine.model import Machine, XidEvent
 
 Progress = Callable[[str, float], None]
@@ -49,7 +50,6 @@ def kernel_xids_after(before: Machine) -> list[XidEvent]:
 
 def check_gpu_indices(machine: Machine, indices: Sequence[int]) -> None:
     """--gpu-index names GPUs of this machine (NVML's numbering), checked before any work."""
-    from dlrig.errors import InputError
 
     known = sorted(g.index for g in machine.gpus or ())
     for index in indices:
@@ -78,7 +78,6 @@ def bench_parts(level: Level, skip: Sequence[str]) -> tuple[list[str], dict[str,
     """The level's bench parts that this dlrig's bench has, less `skip` ("bench": all), and
     why each other part does not run."""
     from dlrig import bench
-    from dlrig.errors import InputError
 
     for name in skip:
         if name != "bench" and name not in bench.PARTS:
@@ -110,7 +109,6 @@ def run_bench(
     """Run `parts` into `document` (a dlrig.bench document filled in as each part finishes);
     a part that needs a missing extra (torch) goes into `skipped` with the install line."""
     from dlrig import bench
-    from dlrig.errors import MissingExtraError
 
     # torch numbers GPUs fastest-first unless told otherwise, NVML by PCI bus: make torch's
     # cuda:N the GPU the monitor and doctor call N.

@@ -8,7 +8,7 @@ from typing import Any
 from dlrig import causes
 
 STATUSES = ("fail", "warn", "pass", "skip")
-SOURCES = ("burn-in", "monitor", "bench", "doctor", "fit")  # listed in this order, at one status
+SOURCES = ("burn-in", "monitor", "bench", "doctor", "fit", "profile")  # this order, at one status
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,11 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("dlrig pack create imagenet/train packed/", "shards for a fast input pipeline"),
         ("dlrig pack verify packed/", "check every sample"),
     ),
+    "profile": (
+        ("dlrig profile -- python train.py", "where each step's time goes, and the fix"),
+        ("dlrig profile rank0.json.gz rank1.json.gz", "read Kineto traces, one per rank"),
+        ("dlrig profile compare before/ after/", "what changed between two runs"),
+    ),
     "pack create": (("dlrig pack create imagenet/train packed/ --jobs 8", "pack a folder"),),
     "pack verify": (("dlrig pack verify packed/", "re-read and check every shard"),),
     "pack bench": (("dlrig pack bench packed/ --workers 8", "samples/s, packed and loose"),),

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "accept": "dlrig.cli.accept:accept_command",
     "report": "dlrig.cli.report:report_command",
     "health": "dlrig.cli.health:health_command",
+    "profile": "dlrig.cli.profile:profile_command",
 }
 
 

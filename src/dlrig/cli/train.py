@@ -174,8 +174,17 @@ def _check_script(script: str) -> None:
     show_default="this Python",
     help="The Python that runs the script (and torchrun, with --gpus).",
 )
+@click.option(
+    "--profile-steps",
+    type=click.IntRange(min=1, max=100),
+    default=None,
+    metavar="N",
+    help="Profile N steps of the run (dlrig.profile) and say where their time went.",
+)
 @json_option
-def train_command(args: tuple[str, ...], gpus: int | None, python: str, as_json: bool) -> None:
+def train_command(
+    args: tuple[str, ...], gpus: int | None, python: str, profile_steps: int | None, as_json: bool
+) -> None:
     """Run a training script that uses dlrig.train and report its summary.
 
     \b
@@ -188,6 +197,8 @@ def train_command(args: tuple[str, ...], gpus: int | None, python: str, as_json:
     with _summary_channel() as (target, read):
         env = dict(os.environ)
         env["DLRIG_TRAIN_SUMMARY"] = target
+        if profile_steps is not None:
+            env["DLRIG_TRAIN_PROFILE_STEPS"] = str(profile_steps)
         code = _run(command, env, as_json)
         summary = read()
     if as_json:

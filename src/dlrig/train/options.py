@@ -41,6 +41,11 @@ class Options:
     gpu_monitor: Any = "auto"  # auto | False | a dlrig.monitor GPU source (a replay in tests)
     quiet: bool = False
     inject_oom: OomInjector | None = None
+    # Profile this many steps (dlrig.profile) from the second one on and report where their
+    # time went; the traces go to profile_dir (default: log_dir/profile, else a temporary
+    # folder). `dlrig train --profile-steps N` sets it through DLRIG_TRAIN_PROFILE_STEPS.
+    profile_steps: int | None = None
+    profile_dir: Path | str | None = None
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -54,6 +59,7 @@ class Options:
             "accumulation",
             "max_steps",
             "checkpoint_every_steps",
+            "profile_steps",
         ):
             value = getattr(self, name)
             # bool is an int to Python: global_batch=True must not mean a batch of 1.

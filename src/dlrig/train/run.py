@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 
 import torch
 
+from dlrig import profile
 from dlrig.train import backoff as backoff_policy
 from dlrig.train import checkpoint as ckpt
 from dlrig.train import distributed, observe, precision, resume, stopping, switches
@@ -79,6 +80,8 @@ class Run:
         self._next_log = _NEVER
         self._next_checkpoint = _NEVER
         self.observer: observe.Observer | None = None
+        self.profiler: profile.Session | None = None
+        self.profile_report: profile.ProfileReport | None = None  # after finish(), if profiled
         self._closed = False
 
     # --- properties ----------------------------------------------------------------------
@@ -164,9 +167,24 @@ class Run:
         if o.save_on_sigterm:
             self._install_signals()
         self._start_observer()
+        self._start_profile()
         if self.loader is not None:
             self._finish_plan()
         return self.model, optimizer
+
+    def _start_profile(self) -> None:
+        """dlrig.profile over a few steps (profile_steps, or DLRIG_TRAIN_PROFILE_STEPS from
+        `dlrig train --profile-steps`): the optimizer's steps drive it."""
+        o = self.options
+        steps = o.profile_steps
+        if steps is None and os.environ.get("DLRIG_TRAIN_PROFILE_STEPS", "").isdigit():
+            steps = int(os.environ["DLRIG_TRAIN_PROFILE_STEPS"]) or None
+        if steps is None:
+            return
+        folder = o.profile_dir or (Path(o.log_dir) / "profile" if o.log_dir else None)
+        self.profiler = profile.Session(steps=steps, out=folder)
+        self.profiler.__enter__()
+        self.log.decide("profile", f"profiling {steps} steps from the 4th optimizer step on")
 
     def setup_dataloader(self, loader: Any) -> TrainLoader:
         """The loader to iterate: sharded over the ranks, resumable, timed."""
@@ -378,6 +396,7 @@ class Run:
                     cause="collective_timeout_uneven_data",
                 )
         summary = summarize(self)
+        self._finish_profile()
         if self.is_main:
             for line in summary.lines():
                 self.log.say(line)
@@ -387,6 +406,30 @@ class Run:
         self.close()
         return summary
 
+    def _finish_profile(self) -> None:
+        """The profile's verdict in the log (each rank profiles itself; the main one says)."""
+        session, self.profiler = self.profiler, None
+        if session is None:
+            return
+        session.__exit__(None, None, None)
+        report = self.profile_report = session.report
+        if not self.is_main:
+            return
+        if report is None:
+            self.log.say("profile: the run ended before its first profiled step")
+            return
+        step = report.ranks[0].mean("step_ms")
+        if report.verdict is None:
+            self.log.say(f"profile: {step:.1f} ms per step, no bottleneck worth a change")
+        else:
+            verdict = report.verdict
+            self.log.say(
+                f"profile: {step:.1f} ms per step; {verdict.title} [{verdict.cause}], up to "
+                f"x{verdict.gain:.2f}: {verdict.fix}"
+            )
+        if self.options.profile_dir or self.options.log_dir:
+            self.log.say(f"profile: traces in {session.out} (dlrig profile {session.out}/*.gz)")
+
     def close(self) -> None:
         """Stop the observer, give SIGTERM back, leave the process group if dlrig made it."""
         if self._closed:
@@ -394,6 +437,9 @@ class Run:
         self._closed = True
         if self.observer is not None:
             self.observer.close()
+        if self.profiler is not None:  # a run closed without finish()
+            self.profiler.__exit__(None, None, None)
+            self.profiler = None
         if self._installed_signals:
             self.signals.restore()
             self._installed_signals = False

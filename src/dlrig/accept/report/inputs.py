@@ -29,6 +29,7 @@ KNOWN = {
     "dlrig.monitor.report": "monitor history report",
     "dlrig.monitor.sample": "monitor reading",
     HISTORY_SCHEMA: "monitor history",
+    "dlrig.profile": "training-step profile",
 }
 # The newest schema_version of each document this dlrig reads (a test holds these to the
 # writers' SCHEMA_VERSION constants). A newer document may mean something else by the same keys:
@@ -42,6 +43,7 @@ VERSIONS = {
     "dlrig.monitor.report": 1,
     "dlrig.monitor.sample": 1,
     HISTORY_SCHEMA: 1,
+    "dlrig.profile": 1,
 }
 
 

@@ -19,6 +19,7 @@ from dlrig.accept.report import facts as machine_facts
 from dlrig.accept.report import figures
 from dlrig.accept.report.inputs import HISTORY_SCHEMA, Input, check_one_machine, machines
 from dlrig.accept.verdict import Verdict
+from dlrig.errors import InputError
 from dlrig.report import envelope
 
 SCHEMA_NAME = "dlrig.report"
@@ -42,7 +43,6 @@ def verdict_of(entry: dict[str, Any]) -> Verdict:
 def _doctor_of_snapshot(document: dict[str, Any]) -> dict[str, Any]:
     """A saved snapshot is judged by doctor's checks (pure functions of it)."""
     from dlrig.accept import stages
-    from dlrig.errors import InputError
     from dlrig.machine.model import Machine
 
     try:
@@ -181,6 +181,87 @@ def _fit_section(label: str, document: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# The parts of a step's bar, in order, with their labels (dlrig.profile's host phases on a CPU
+# run; the GPU's use of the step's wall time where there is a GPU).
+PROFILE_GPU_PARTS = (
+    ("compute", "compute"),
+    ("communication_exposed", "communication (exposed)"),
+    ("memcpy", "copies"),
+    ("idle_data_wait", "idle: waiting for data"),
+    ("idle_host", "idle: host, launches, syncs"),
+)
+PROFILE_HOST_PHASES = (
+    ("data_wait", "data wait"),
+    ("forward", "forward"),
+    ("backward", "backward"),
+    ("optimizer", "optimizer"),
+    ("other", "other"),
+)
+
+
+def _profile_verdicts(document: dict[str, Any]) -> list[Verdict]:
+    """The profile's findings as warnings: they slow the run, they do not fail a machine."""
+    return [
+        Verdict(
+            f"profile.{finding.get('cause')}",
+            "warn",
+            f"{finding.get('title')} (up to x{finding.get('expected_speedup', 1):.2f} per step)",
+            "profile",
+            tuple(finding.get("evidence") or ()),
+            finding.get("fix"),
+            finding.get("cause"),
+        )
+        for finding in document.get("findings") or ()
+        if isinstance(finding, dict)
+    ]
+
+
+def _profile_section(label: str, document: dict[str, Any]) -> dict[str, Any]:
+    """Per rank, a stacked bar per step: each part's share of the longest step."""
+    ranks = []
+    for rank in document.get("ranks") or ():
+        steps = rank.get("steps") or []
+        gpu = any(step.get("gpu_ms") for step in steps)
+        parts = PROFILE_GPU_PARTS if gpu else PROFILE_HOST_PHASES
+        key = "gpu_ms" if gpu else "host_ms"
+        longest = max((float(step.get("step_ms") or 0) for step in steps), default=0.0) or 1.0
+        bars = [
+            {
+                "name": step.get("name"),
+                "step_ms": step.get("step_ms"),
+                "parts": [
+                    {
+                        "part": part,
+                        "label": text,
+                        "ms": float((step.get(key) or {}).get(part) or 0.0),
+                        "width": 100.0 * float((step.get(key) or {}).get(part) or 0.0) / longest,
+                    }
+                    for part, text in parts
+                ],
+            }
+            for step in steps
+        ]
+        ranks.append(
+            {
+                "rank": rank.get("rank"),
+                "path": rank.get("path"),
+                "device": rank.get("device") or ("GPU" if gpu else "CPU"),
+                "mean_step_ms": rank.get("mean_step_ms"),
+                "legend": [{"part": part, "label": text} for part, text in parts],
+                "bars": bars,
+                "top_kernels": (rank.get("top_kernels") or [])[:5],
+                "mfu": (rank.get("mfu") or {}).get("mfu"),
+            }
+        )
+    verdict = document.get("verdict")
+    return {
+        "label": label,
+        "verdict": verdict,
+        "ranks": ranks,
+        "stragglers": document.get("stragglers") or [],
+    }
+
+
 def sections(inputs: Sequence[Input]) -> dict[str, Any]:
     """Every input's sections and verdicts (also what `--compare` reads of the old run)."""
     out: dict[str, Any] = {
@@ -190,6 +271,7 @@ def sections(inputs: Sequence[Input]) -> dict[str, Any]:
         "doctor": [],
         "fits": [],
         "monitor": [],
+        "profiles": [],
         "verdicts": [],
         "machine": None,
     }
@@ -254,6 +336,9 @@ def sections(inputs: Sequence[Input]) -> dict[str, Any]:
                     "host": doc.get("host") if schema == HISTORY_SCHEMA else None,
                 }
             )
+        elif schema == "dlrig.profile":
+            out["verdicts"] += _profile_verdicts(doc)
+            out["profiles"].append(_profile_section(label, doc))
         elif schema == "dlrig.monitor.sample":
             out["monitor"].append({"label": label, "sample": doc, "gpus": [], "host": None})
     for schema in MACHINE_PRIORITY:
@@ -266,7 +351,6 @@ def sections(inputs: Sequence[Input]) -> dict[str, Any]:
 def build(
     inputs: Sequence[Input], compare_with: Input | None = None, *, several_machines: bool = False
 ) -> dict[str, Any]:
-    from dlrig.errors import InputError
 
     if not inputs:
         raise InputError("no input files", fix="give dlrig JSON documents, e.g. accept.json")

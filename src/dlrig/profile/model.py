@@ -1,0 +1,216 @@
+"""What `dlrig profile` reports: per step, per rank, per run; plain frozen data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlrig.report import envelope, rounded
+
+SCHEMA = "dlrig.profile"
+SCHEMA_VERSION = 1
+
+# The phases of a step's wall time on the host, in the order they happen.
+HOST_PHASES = ("data_wait", "forward", "backward", "optimizer", "other")
+# What the GPU did over the same wall time; the parts add up to the step.
+GPU_PARTS = ("compute", "communication_exposed", "memcpy", "idle_data_wait", "idle_host")
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """One training step: the host's phases and the GPU's use of the same wall time (ms)."""
+
+    name: str
+    start_ms: float  # from the first profiled step's start
+    step_ms: float
+    host: dict[str, float]  # HOST_PHASES -> ms
+    launch_ms: float  # host time inside kernel-launch calls
+    gpu: dict[str, float] | None  # GPU_PARTS -> ms; None on a CPU-only trace
+    communication_ms: float = 0.0  # all communication, exposed and overlapped
+    h2d_ms: float = 0.0
+    kernels: int = 0
+    flops: float = 0.0
+    # GPU time (sum of event durations) by the host phase that launched it
+    launched_in: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "start_ms": round(self.start_ms, 3),
+            "step_ms": round(self.step_ms, 3),
+            "host_ms": {k: round(v, 3) for k, v in self.host.items()},
+            "launch_ms": round(self.launch_ms, 3),
+            "gpu_ms": None if self.gpu is None else {k: round(v, 3) for k, v in self.gpu.items()},
+            "communication_ms": round(self.communication_ms, 3),
+            "h2d_ms": round(self.h2d_ms, 3),
+            "kernels": self.kernels,
+            "flops": self.flops,
+            "gpu_ms_by_launching_phase": {k: round(v, 3) for k, v in self.launched_in.items()},
+        }
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    name: str
+    category: str
+    count: int
+    total_ms: float
+    share: float  # of all GPU kernel time in the profiled steps, 0..1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "category": self.category,
+            "count": self.count,
+            "total_ms": round(self.total_ms, 3),
+            "share": round(self.share, 4),
+        }
+
+
+@dataclass(frozen=True)
+class HtaSplit:
+    """The split Holistic Trace Analysis's temporal breakdown reports, computed its way (so the
+    two can be compared): kernels of the profiled iterations, over the span from the first
+    one's start to the last one's end."""
+
+    span_ms: float
+    idle_pct: float
+    compute_pct: float
+    non_compute_pct: float
+    iterations: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "span_ms": round(self.span_ms, 3),
+            "idle_pct": round(self.idle_pct, 2),
+            "compute_pct": round(self.compute_pct, 2),
+            "non_compute_pct": round(self.non_compute_pct, 2),
+            "iterations": list(self.iterations),
+        }
+
+
+@dataclass(frozen=True)
+class Mfu:
+    flops_per_step: float | None
+    flops_source: str | None  # "FlopCounterMode" | "profiler with_flops" | None
+    achieved_tflops: float | None
+    peak_tflops: float | None
+    precision: str | None
+    gpu: str | None  # the catalogue id the peak came from
+    value: float | None  # 0..1
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flops_per_step": self.flops_per_step,
+            "flops_source": self.flops_source,
+            "achieved_tflops": rounded(self.achieved_tflops, 3),
+            "peak_tflops": self.peak_tflops,
+            "precision": self.precision,
+            "gpu": self.gpu,
+            "mfu": rounded(self.value, 4),
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A cause the measured split points at, the change for it and what it should win."""
+
+    cause: str  # an id of dlrig.causes
+    title: str
+    evidence: tuple[str, ...]
+    fix: str
+    gain: float  # expected speed-up of the step, as a factor (1.25 = 25 % faster)
+    gain_basis: str  # how the gain follows from the split
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cause": self.cause,
+            "title": self.title,
+            "evidence": list(self.evidence),
+            "fix": self.fix,
+            "expected_speedup": round(self.gain, 3),
+            "basis": self.gain_basis,
+        }
+
+
+@dataclass(frozen=True)
+class RankProfile:
+    path: str
+    rank: int | None
+    device: str | None
+    vendor: str
+    steps: tuple[StepProfile, ...]
+    kernels: tuple[KernelRow, ...]
+    categories: dict[str, float]  # category -> ms over the profiled steps
+    hta: HtaSplit | None
+    mfu: Mfu
+    gemm_precision: dict[str, float]  # precision -> share of GEMM time
+    optimizer_fused: bool | None = None  # None: no optimizer kernels seen
+    optimizers: dict[str, Any] = field(default_factory=dict)  # live runs: class -> settings
+    # How the DataLoader loads: "main process" (num_workers=0) or "worker processes"
+    loader: str | None = None
+    cpus_per_rank: int | None = None  # live runs: CPU cores this rank may use
+    notes: tuple[str, ...] = ()
+
+    @property
+    def has_gpu(self) -> bool:
+        return any(step.gpu is not None for step in self.steps)
+
+    def mean(self, key: str, part: str | None = None) -> float:
+        """The mean over steps of a StepProfile figure (`host`/`gpu` need `part`)."""
+        values: list[float] = []
+        for step in self.steps:
+            value = getattr(step, key)
+            if part is not None:
+                value = None if value is None else value.get(part)
+            if value is not None:
+                values.append(float(value))
+        return sum(values) / len(values) if values else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "rank": self.rank,
+            "device": self.device,
+            "vendor": self.vendor,
+            "mean_step_ms": round(self.mean("step_ms"), 3),
+            "steps": [s.to_dict() for s in self.steps],
+            "top_kernels": [k.to_dict() for k in self.kernels],
+            "category_ms": {k: round(v, 3) for k, v in self.categories.items()},
+            "gemm_precision": {k: round(v, 4) for k, v in self.gemm_precision.items()},
+            "hta_temporal_breakdown": None if self.hta is None else self.hta.to_dict(),
+            "mfu": self.mfu.to_dict(),
+            "optimizer_fused": self.optimizer_fused,
+            "optimizers": self.optimizers,
+            "data_loader": self.loader,
+            "cpus_per_rank": self.cpus_per_rank,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class ProfileReport:
+    ranks: tuple[RankProfile, ...]
+    verdict: Finding | None  # the change that wins most
+    findings: tuple[Finding, ...]  # every cause found, the verdict first
+    stragglers: tuple[str, ...] = ()
+    command: tuple[str, ...] | None = None
+    exit_code: int | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return envelope(
+            SCHEMA,
+            SCHEMA_VERSION,
+            {
+                "verdict": None if self.verdict is None else self.verdict.to_dict(),
+                "findings": [f.to_dict() for f in self.findings],
+                "stragglers": list(self.stragglers),
+                "command": None if self.command is None else list(self.command),
+                "exit_code": self.exit_code,
+                "ranks": [r.to_dict() for r in self.ranks],
+                "notes": list(self.notes),
+            },
+        )
