@@ -4,6 +4,7 @@ loop (torch.profiler for real), compare, and bad input."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -11,6 +12,7 @@ from tests.conftest import CORPUS, ROOT
 
 KINETO = CORPUS / "kineto"
 LOADER = ROOT / "tests" / "data" / "train_scripts" / "profile_loader.py"
+PYTHON = sys.executable  # the venv's: CI's PATH may find another Python without torch
 CONTROL = str(KINETO / "hta-trace_diff_control.json.gz")
 GZIPPED = (KINETO / "hta-amd_mi250_minitoy_rocm6.2.json.gz").read_bytes()
 
@@ -75,8 +77,8 @@ def test_compare_two_runs(run_dlrig, tmp_path):
 
 @pytest.mark.slow
 def test_a_command_that_never_steps_is_exit_2_or_its_own_code(run_dlrig):
-    _one_line_exit_2(run_dlrig("profile", "--", "python", "-c", "import torch"))
-    failed = run_dlrig("profile", "--", "python", "-c", "import sys; sys.exit(5)")
+    _one_line_exit_2(run_dlrig("profile", "--", PYTHON, "-c", "import torch"))
+    failed = run_dlrig("profile", "--", PYTHON, "-c", "import sys; sys.exit(5)")
     assert failed.returncode == 5
     assert "before its first profiled step" in failed.stderr
     _one_line_exit_2(run_dlrig("profile", "--", "/nonexistent/python"))
@@ -88,7 +90,7 @@ def test_a_slow_dataloader_is_named_input_bound_and_the_fix_lowers_data_wait(run
     in the step (16 samples x 2 ms), so the step waits for data; with two workers the
     loading overlaps the step and the measured wait falls."""
     slow = run_dlrig(
-        "profile", "--json", "--out", str(tmp_path / "w0"), "--", "python", str(LOADER), "0", "12"
+        "profile", "--json", "--out", str(tmp_path / "w0"), "--", PYTHON, str(LOADER), "0", "12"
     )
     assert slow.returncode == 0, slow.stderr[-2000:]
     before = json.loads(slow.stdout)
@@ -96,11 +98,11 @@ def test_a_slow_dataloader_is_named_input_bound_and_the_fix_lowers_data_wait(run
     assert "num_workers=" in before["verdict"]["fix"]
     assert "main process" in " ".join(before["verdict"]["evidence"])
     assert "trained 12 steps" in slow.stderr  # the command's output, moved off stdout
-    assert (tmp_path / "w0" / "trace-rank0.json.gz").exists()
+    assert len(list((tmp_path / "w0").glob("trace-pid*.json.gz"))) == 1  # no rank: by pid
     rank = before["ranks"][0]
     assert len(rank["steps"]) == 5 and rank["data_loader"] == "main process"
     wait_before = sum(s["host_ms"]["data_wait"] for s in rank["steps"]) / 5
-    fast = run_dlrig("profile", "--json", "--", "python", str(LOADER), "2", "12")
+    fast = run_dlrig("profile", "--json", "--", PYTHON, str(LOADER), "2", "12")
     assert fast.returncode == 0, fast.stderr[-2000:]
     after = json.loads(fast.stdout)["ranks"][0]
     assert after["data_loader"] == "worker processes"
@@ -114,3 +116,22 @@ def test_a_slow_dataloader_is_named_input_bound_and_the_fix_lowers_data_wait(run
     assert compared.returncode == 0, compared.stderr
     data_wait = next(r for r in json.loads(compared.stdout)["host_ms"] if r["name"] == "data_wait")
     assert data_wait["delta_ms"] < 0
+
+
+@pytest.mark.slow
+def test_spawned_ranks_without_rank_variables_get_a_trace_each(run_dlrig, tmp_path):
+    """torch.multiprocessing.spawn's workers learn their rank from init_process_group only:
+    each still writes its own trace (named by torch.distributed's rank), the job succeeds."""
+    script = ROOT / "tests" / "data" / "train_scripts" / "profile_spawn.py"
+    env = {k: "" for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    done = run_dlrig(
+        "profile", "--json", "--out", str(tmp_path), "--", PYTHON, str(script), "10", env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "both ranks done" in done.stderr
+    document = json.loads(done.stdout)
+    assert [r["rank"] for r in document["ranks"]] == [0, 1]
+    assert sorted(p.name for p in tmp_path.glob("trace-*.json.gz")) == [
+        "trace-rank0.json.gz",
+        "trace-rank1.json.gz",
+    ]

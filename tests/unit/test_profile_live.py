@@ -134,6 +134,25 @@ def test_dlrig_train_profiles_the_steps_it_is_asked_to(tmp_path, capsys):
     report = run.profile_report
     assert report is not None and len(report.ranks[0].steps) == 3
     assert report.verdict is not None and report.verdict.cause == "input_pipeline_bound"
-    assert (tmp_path / "profile" / "trace-rank0.json.gz").exists()
+    # one process, no rank: the file is named by the process id
+    assert [p.name for p in (tmp_path / "profile").glob("trace-*.json.gz")] == [
+        f"trace-pid{os.getpid()}.json.gz"
+    ]
     said = capsys.readouterr()
     assert "profile:" in said.out + said.err and "Input-bound" in said.out + said.err
+
+
+def test_a_program_that_runs_its_own_profiler_keeps_it(tmp_path, capsys):
+    """One profiler per process: where the program runs torch.profiler itself, dlrig steps
+    aside (and says so) instead of taking the session over and leaving the program's empty."""
+    import torch
+
+    model = torch.nn.Linear(8, 8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with torch.profiler.profile() as own, profile.Session(steps=2, out=tmp_path) as session:
+        for _ in range(6):
+            model(torch.randn(4, 8)).sum().backward()
+            optimizer.step()
+    assert session.report is None and session.trace is None
+    assert "runs torch.profiler itself" in capsys.readouterr().err
+    assert sum(e.name.startswith("Optimizer.step") for e in own.events()) == 6

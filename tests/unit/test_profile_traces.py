@@ -163,3 +163,116 @@ def test_bad_traces_are_one_clear_error(tmp_path, content, message):
 def test_a_trace_without_steps_is_refused_but_hta_split_still_reads_it(loaded):
     with pytest.raises(InputError, match="no training steps"):
         profile.analyse([KINETO / "tracelens-b200_eager.json.gz"])
+
+
+def test_gpu_counters_over_the_profiled_window(tmp_path):
+    """The watcher reads a GPU source a few times a second while a job runs; the readings
+    inside the window, of the rank's GPU, are averaged. Here the source replays a real H200
+    capture under load (tests/fixtures/nvidia-smi): NVML utilisation is there, GPM's SM
+    activity is not (nvidia-smi does not print it), and the report says so."""
+    import time
+
+    from dlrig.machine.replay_source import ReplaySource
+    from dlrig.profile import device
+    from tests.conftest import NVSMI
+
+    source = ReplaySource([NVSMI / "h200-capture-idle-load.txt"], state="load")
+    source.advance(time.monotonic())
+    recorded = source.read_gpu(0)
+    with device.Watcher(source, interval_s=0.01) as watcher:
+        time.sleep(0.2)
+    readings = watcher.readings
+    assert len(readings) >= 5 and {r.gpu for r in readings} == {0}
+    window = (readings[1].unix_s, readings[-2].unix_s)
+    found = device.activity(readings, 0, *window)
+    assert found is not None and found.samples == len(readings) - 2
+    assert found.means["utilization_gpu_percent"] == recorded.utilization_gpu_percent
+    assert found.means["sm_activity_percent"] is None and "GPM" in (found.note or "")
+    # by the rank's uuid (torch's form, without "GPU-"), whatever index it had in the process
+    assert device.activity(readings, 7, *window, uuid=recorded.uuid[4:].upper()) is not None
+    assert device.activity(readings, 7, *window) is None
+    # a window between readings takes the nearest; one far from every reading, none
+    middle = readings[2].unix_s + 0.001
+    assert device.activity(readings, 0, middle, middle + 0.002).samples == 1
+    assert device.activity(readings, 0, window[1] + 60, window[1] + 61) is None
+
+
+def _trace(events: list[str], head: str = '"schemaVersion": 1', tail: str = "") -> bytes:
+    """A document in Kineto's layout around the given event texts (for the reader's edges;
+    the analysis is tested on the recorded traces above)."""
+    body = ",\n  ".join(events)
+    after = f",\n  {tail}" if tail else ""
+    return f'{{\n  {head},\n  "traceEvents": [\n  {body}\n  ]{after}\n}}'.encode()
+
+
+STEP = '{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "ts": %d, "dur": 100}'
+KERNEL = '{"ph": "X", "cat": "kernel", "name": "%s", "ts": %d, "dur": 10, "args": {"stream": 7}}'
+
+
+def test_the_stream_reader_and_the_whole_document_reader_agree_on_odd_layouts():
+    """Events written with another key first in the middle of the array, a long kernel name
+    before "cat", several gzip members: the stream reader must see what json.loads sees."""
+    long_name = "void cutlass::Kernel<" + "x" * 600 + ">(Params)"
+    events = [
+        STEP % (1, 0),
+        KERNEL % ("first", 10),
+        '{"name": "name_first", "ph": "X", "cat": "kernel", "ts": 20, "dur": 5}',
+        '{"ph": "X", "name": "' + long_name + '", "cat": "kernel", "ts": 30, "dur": 5}',
+        '{"ph": "f", "id": 1, "cat": "ac2g", "name": "ac2g"}',
+        '{"name": "after_flow", "ph": "X", "cat": "kernel", "ts": 40, "dur": 5}',
+        STEP % (2, 100),
+    ]
+    raw = _trace(events, tail='"baseTimeNanoseconds": 1700000000000000000')
+    streamed = trace.parse(raw, "t")
+    whole = trace._whole(raw, "t")
+    names = sorted(e.name for e in streamed.gpu)
+    assert (
+        names
+        == sorted(e.name for e in whole.gpu)
+        == sorted(["first", "name_first", long_name, "after_flow"])
+    )
+    assert streamed.base_unix_us == 1.7e15
+    members = gzip.compress(raw[:200], mtime=0) + gzip.compress(raw[200:], mtime=0)
+    assert sorted(e.name for e in trace.parse(members, "t").gpu) == names
+
+
+@pytest.mark.parametrize(
+    ("event", "kept"),
+    [
+        (
+            '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 5, "dur": 2, '
+            '"args": {"flops": "n/a"}}',
+            "host",
+        ),
+        ('{"ph": "X", "cat": "kernel", "name": 5, "ts": 5, "dur": 2, "args": {}}', "gpu"),
+        ('{"ph": "X", "cat": "kernel", "name": "k", "ts": 1e400, "dur": 2, "args": {}}', None),
+        ('{"ph": "X", "cat": "kernel", "name": "k", "ts": 5, "dur": -2, "args": {}}', None),
+        (
+            '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1e400, '
+            '"args": {"correlation": 3}}',
+            None,
+        ),
+    ],
+    ids=[
+        "flops-not-a-number",
+        "name-not-a-string",
+        "infinite-time",
+        "negative-duration",
+        "infinite-launch",
+    ],
+)
+def test_odd_values_in_one_event_never_stop_the_analysis(event, kept):
+    raw = _trace([STEP % (1, 0), event, STEP % (2, 100)])
+    loaded = trace.parse(raw, "t")
+    if kept == "gpu":
+        assert [e.name for e in loaded.gpu] == ["5"]
+    else:
+        assert loaded.gpu == ()
+    assert all(h.flops == 0.0 for h in loaded.host)
+    analysis.analyse(loaded)  # no exception: the rest of the trace still counts
+
+
+def test_a_header_that_is_not_utf8_still_reads():
+    raw = _trace([STEP % (1, 0), STEP % (2, 100)], head='"deviceProperties": [{"name": "GPU\xe9"}]')
+    loaded = trace.parse(raw.replace("\xe9".encode(), b"\xe9"), "t")
+    assert loaded.device_name is not None and loaded.device_name.startswith("GPU")

@@ -28,7 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dlrig.errors import InputError
+from dlrig.errors import InputError, MissingExtraError
+from dlrig.inputs import check_readable_file
+from dlrig.outputs import ensure_directory, write_text_atomic
 from dlrig.report import envelope
 
 if TYPE_CHECKING:
@@ -138,9 +140,6 @@ class AcceptRun:
         The page is rendered from the document itself, as `dlrig report accept.json` does."""
         import json
 
-        from dlrig.errors import MissingExtraError
-        from dlrig.outputs import write_text_atomic
-
         document = self.to_dict()
         written = [
             write_text_atomic(
@@ -186,8 +185,6 @@ def run(options: AcceptOptions, progress: Progress = no_progress) -> AcceptRun:
     InputError before anything runs; a stop signal ends the run early and is recorded."""
     from dlrig import lifecycle
     from dlrig.accept import burnin, judge, levels, stages
-    from dlrig.inputs import check_readable_file
-    from dlrig.outputs import ensure_directory
 
     for path in options.replay:
         check_readable_file(path, "recorded evidence")

@@ -58,7 +58,8 @@ def profile_command() -> None:
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
     metavar="DIR",
-    help="Keep the traces (trace-rankN.json.gz) here; by default they are deleted.",
+    help="Keep the traces here (trace-rankN.json.gz; trace-pidN.json.gz for a process with no "
+    "rank); by default they are deleted.",
 )
 @json_option
 def steps_command(

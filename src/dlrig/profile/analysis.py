@@ -28,7 +28,7 @@ from typing import Any
 
 from dlrig.errors import InputError
 from dlrig.knowledge import gpus
-from dlrig.profile import intervals, kernels
+from dlrig.profile import device, intervals, kernels
 from dlrig.profile.intervals import Span
 from dlrig.profile.model import (
     HOST_PHASES,
@@ -78,6 +78,8 @@ def analyse(
     flops_source: str | None = None,
     optimizers: dict[str, Any] | None = None,
     cpus_per_rank: int | None = None,
+    readings: Sequence[device.Reading] = (),
+    device_uuid: str | None = None,
 ) -> RankProfile:
     """The rank's profile. `flops_per_step` (from FlopCounterMode in a live run) replaces the
     FLOPs the trace's operators carry; `optimizers` (class name -> foreach/fused settings) is
@@ -125,8 +127,22 @@ def analyse(
         optimizers=dict(optimizers or {}),
         loader=_loader(trace),
         cpus_per_rank=cpus_per_rank,
+        device_activity=_device_activity(trace, readings, device_uuid),
         notes=tuple(notes),
     )
+
+
+def _device_activity(
+    trace: Trace, readings: Sequence[device.Reading], uuid: str | None
+) -> device.DeviceActivity | None:
+    """The GPU's own counters over the profiled steps (live runs on a GPU machine)."""
+    if not readings or not trace.steps or trace.base_unix_us is None:
+        return None
+    devices = [e.device for e in trace.gpu if e.kind == "kernel"]
+    index = max(set(devices), key=devices.count) if devices else 0
+    start = (trace.base_unix_us + trace.steps[0].start) / 1e6
+    end = (trace.base_unix_us + max(s.end for s in trace.steps)) / 1e6
+    return device.activity(readings, index, start, end, uuid)
 
 
 def _loader(trace: Trace) -> str | None:

@@ -1,6 +1,6 @@
 """`dlrig profile compare A B`: what changed between two runs, step by step.
 
-A and B are what `dlrig profile` reads (traces, a folder of `trace-rank*.json.gz` from
+A and B are what `dlrig profile` reads (traces, a folder of `trace-*.json.gz` from
 `--out`) or a `dlrig profile --json` document. The comparison is of means over each run's
 profiled steps and ranks: the step, each host phase, each GPU part, and the kernels whose time
 per step moved most.

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from dlrig.profile import analysis, trace
+from dlrig.profile import analysis, device, trace
 from dlrig.profile.boot.dlrig_profile_boot import Driver
 from dlrig.profile.model import ProfileReport
 from dlrig.profile.report import build
@@ -61,8 +62,10 @@ class Session:
         traceback: TracebackType | None,
     ) -> None:
         self._driver.finish()
-        if kind is None:
-            self.report = collect(self.out)
+        written = self._driver.written
+        if kind is None and written is not None:
+            # this session's own trace only: the folder may hold an earlier run's
+            self.report = collect(self.out, paths=[Path(written)])
 
     @property
     def trace(self) -> Path | None:
@@ -79,11 +82,15 @@ def _cpus_per_rank(meta: dict[str, object]) -> int | None:
 
 
 def collect(
-    out: Path, command: list[str] | None = None, exit_code: int | None = None
+    out: Path,
+    command: list[str] | None = None,
+    exit_code: int | None = None,
+    readings: Sequence[device.Reading] = (),
+    paths: Sequence[Path] | None = None,
 ) -> ProfileReport | None:
     """The report for what the driver(s) wrote to `out` (a trace per rank), or None."""
     profiles = []
-    for path in sorted(out.glob("trace-rank*.json.gz")):
+    for path in sorted(out.glob("trace-*.json.gz")) if paths is None else paths:
         meta_path = path.with_name(
             path.name.replace("trace-", "meta-").replace(".json.gz", ".json")
         )
@@ -108,6 +115,8 @@ def collect(
                 str(meta.get("flops_source")) if flops is not None else None,
                 optimizers=optimizers if isinstance(optimizers, dict) else None,
                 cpus_per_rank=_cpus_per_rank(meta),
+                readings=readings,
+                device_uuid=str(meta["device_uuid"]) if meta.get("device_uuid") else None,
             )
         )
     if not profiles:

@@ -24,6 +24,7 @@ class Options:
     warmup: int = 1
     wait: int = 1
     flops: bool = True
+    gpu_counters: bool = True  # read NVML/GPM while the command runs (where NVML is)
 
 
 def environment(out: Path, options: Options, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -57,9 +58,9 @@ def run(
     else:
         folder = out
         folder.mkdir(parents=True, exist_ok=True)
-        for stale in folder.glob("trace-rank*.json.gz"):
+        for stale in folder.glob("trace-*.json.gz"):
             stale.unlink()  # a trace from an earlier run must not pass for this one's
-        for stale in folder.glob("meta-rank*.json"):
+        for stale in folder.glob("meta-*.json"):
             stale.unlink()
     try:
         env = environment(folder, options)

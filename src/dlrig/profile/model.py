@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlrig.profile.device import DeviceActivity
 from dlrig.report import envelope, rounded
 
 SCHEMA = "dlrig.profile"
@@ -152,6 +153,8 @@ class RankProfile:
     # How the DataLoader loads: "main process" (num_workers=0) or "worker processes"
     loader: str | None = None
     cpus_per_rank: int | None = None  # live runs: CPU cores this rank may use
+    # live runs on a GPU machine: NVML/GPM counters over the profiled steps
+    device_activity: DeviceActivity | None = None
     notes: tuple[str, ...] = ()
 
     @property
@@ -186,6 +189,9 @@ class RankProfile:
             "optimizers": self.optimizers,
             "data_loader": self.loader,
             "cpus_per_rank": self.cpus_per_rank,
+            "device_activity": None
+            if self.device_activity is None
+            else self.device_activity.to_dict(),
             "notes": list(self.notes),
         }
 

@@ -157,6 +157,18 @@ def _rank(rank: RankProfile, console: Any) -> None:
         )
     elif mfu.note:
         console.print(Text(f"no MFU: {mfu.note}", style="dim"))
+    if rank.device_activity is not None:
+        a = rank.device_activity
+        read = {
+            "utilisation": a.means.get("utilization_gpu_percent"),
+            "SM active": a.means.get("sm_activity_percent"),
+            "tensor active": a.means.get("tensor_activity_percent"),
+            "DRAM active": a.means.get("dram_activity_percent"),
+        }
+        shown = ", ".join(f"{k} {v:.0f}%" for k, v in read.items() if v is not None)
+        console.print(f"GPU {a.gpu} over these steps ({a.samples} readings): {shown or 'n/a'}")
+        if a.note:
+            console.print(Text(a.note, style="dim"))
     if rank.hta is not None:
         h = rank.hta
         console.print(

@@ -34,8 +34,9 @@ def analyse(
 
 
 # What torch.profiler writes: export_chrome_trace's file, tensorboard_trace_handler's
-# HOST_PID.TIMESTAMP.pt.trace.json[.gz], dlrig's trace-rankN.json.gz.
-TRACE_PATTERNS = ("trace-rank*.json.gz", "*.pt.trace.json.gz", "*.pt.trace.json", "*.json.gz")
+# HOST_PID.TIMESTAMP.pt.trace.json[.gz], dlrig's trace-rankN.json.gz (trace-pidN where a process
+# had no rank).
+TRACE_PATTERNS = ("trace-*.json.gz", "*.pt.trace.json.gz", "*.pt.trace.json", "*.json.gz")
 
 
 def expand(paths: Sequence[Path | str]) -> list[Path]:
@@ -55,7 +56,7 @@ def expand(paths: Sequence[Path | str]) -> list[Path]:
                 break
         if not found:
             raise InputError(
-                f"{path}: no traces in this folder (trace-rank*.json.gz, *.pt.trace.json[.gz])",
+                f"{path}: no traces in this folder (trace-*.json.gz, *.pt.trace.json[.gz])",
                 fix="give the folder `dlrig profile --out DIR` or tensorboard_trace_handler "
                 "wrote, or the trace files",
             )

@@ -13,6 +13,7 @@ import json
 import re
 import zlib
 from dataclasses import dataclass, field
+from math import isfinite
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -73,6 +74,9 @@ class Trace:
     # counts every event with a stream as GPU work; kept only to compute its figure its way.
     stream_extras: tuple[GpuEvent, ...] = ()
     backend: str | None = None  # NCCL, RCCL, gloo from distributedInfo
+    # The trace's clock in Unix µs: `ts` + this (Kineto's baseTimeNanoseconds; older traces
+    # wrote Unix µs directly). None when the trace does not say.
+    base_unix_us: float | None = None
     vendor: str = "unknown"  # nvidia | amd | unknown (from the runtime's names)
     notes: tuple[str, ...] = field(default=())
 
@@ -137,12 +141,18 @@ def _blocks(stream: Any, label: str) -> Any:
     inflate = zlib.decompressobj(wbits=47)
     data = first
     try:
-        while data and not inflate.eof:
+        while data:
             # max_length bounds each block: a trace compresses 20:1, and one read's worth
             # inflated at once would be what streaming is here to avoid.
             out = inflate.decompress(data, _BLOCK)
             if out:
                 yield out
+            if inflate.eof:
+                # A file of several gzip members (concatenated, as gzip itself allows).
+                data = inflate.unused_data or stream.read(_BLOCK)
+                if data:
+                    inflate = zlib.decompressobj(wbits=47)
+                continue
             data = inflate.unconsumed_tail or stream.read(_BLOCK)
         tail = inflate.flush()
         if tail:
@@ -202,13 +212,18 @@ def _scan(buffer: bytes, matches: list[re.Match[bytes]], collector: _Collector) 
     loads = _loads
     for i in range(len(matches) - 1):
         match = matches[i]
-        if match.group(1) != b"X":
-            continue
         start = match.start()
         end = matches[i + 1].start()
+        if buffer.find(b'"ph"', match.end(), end) >= 0:
+            # Another event in the span, written with another key first (an unescaped "ph"
+            # cannot be inside a string): decode every object in it, the careful way.
+            _decode_all(buffer[start:end], collector)
+            continue
+        if match.group(1) != b"X":
+            continue
         category = match.group(2)
-        if category is None:  # "cat" not second: look for it in the event's first bytes
-            found = _CAT.search(buffer, start, min(end, start + 400))
+        if category is None:  # "cat" not second: look for it in the event
+            found = _CAT.search(buffer, start, end)
             if found is None:
                 continue
             category = found.group(1)
@@ -220,7 +235,7 @@ def _scan(buffer: bytes, matches: list[re.Match[bytes]], collector: _Collector) 
         if route == "host":
             name = match.group(3)
             if name is None:
-                found_name = _NAME.search(buffer, start, min(end, start + 400))
+                found_name = _NAME.search(buffer, start, end)
                 name = found_name.group(1) if found_name is not None else b""
             if not (
                 name.startswith(_WANTED_HOST_NAMES)
@@ -232,18 +247,31 @@ def _scan(buffer: bytes, matches: list[re.Match[bytes]], collector: _Collector) 
         try:
             event = loads(buffer[start:close])
         except ValueError:
-            # Another object follows this one before the next "ph"-first event (Kineto's
-            # instant events put "name" first): decode the first object only.
-            try:
-                event, _ = _DECODER.raw_decode(buffer[start:close].decode("utf-8", "replace"))
-            except ValueError:
-                continue  # a damaged event among good ones: the rest still counts
+            _decode_all(buffer[start:end], collector)
+            continue
         if route == "runtime":
             collector.runtime(event)
         elif route == "host" or route == "annotation":
             collector.add(event)
         else:
             collector.gpu_event(event, route)
+
+
+def _decode_all(span: bytes, collector: _Collector) -> None:
+    """Every object in `span` (events separated by commas), through the careful path; a
+    damaged one ends the span, the rest of the trace still counts."""
+    text = span.decode("utf-8", "replace")
+    position = 0
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        if position >= len(text) or text[position] != "{":
+            return
+        try:
+            event, position = _DECODER.raw_decode(text, position)
+        except ValueError:
+            return
+        collector.add(event)
 
 
 def _json_loads() -> Any:
@@ -289,7 +317,7 @@ def _header(head: bytes, trailer: bytes, label: str) -> dict[str, Any]:
     else:
         text = before + b", " + after
     try:
-        document = json.loads(text)
+        document = json.loads(text.decode("utf-8", "replace"))
     except json.JSONDecodeError:
         raise InputError(f"{label}: " + _GARBLED.format(where=""), fix=_GARBLED_FIX) from None
     return document if isinstance(document, dict) else {}
@@ -313,6 +341,14 @@ def _whole(data: bytes, label: str) -> Trace:
     for event in document["traceEvents"]:
         collector.add(event)
     return collector.trace(document)
+
+
+def _flops(value: Any) -> float:
+    try:
+        number = float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if isfinite(number) and number > 0 else 0.0
 
 
 def _int(value: Any, default: int = -1) -> int:
@@ -339,18 +375,22 @@ class _Collector:
     def gpu_event(self, event: Any, kind: str) -> None:
         """A kernel, copy or set (the scan knows its kind)."""
         try:
-            start = event["ts"]
-            end = start + event.get("dur", 0)
+            start = float(event["ts"])
+            end = start + float(event.get("dur", 0))
+            name = event["name"]
+            if type(name) is not str or not isfinite(end) or end < start:
+                self.add(event)  # odd types or values: the careful path decides
+                return
             args = event.get("args") or {}
             device = args.get("device")
             stream = args.get("stream")
             correlation = args.get("correlation", -1)
             self.gpu.append(
                 GpuEvent(
-                    event["name"],
+                    name,
                     kind,
-                    float(start),
-                    float(end),
+                    start,
+                    end,
                     device if type(device) is int else _int(device, _int(event.get("pid"), 0)),
                     stream if type(stream) is int else _int(stream, _int(event.get("tid"), 0)),
                     correlation if type(correlation) is int else _int(correlation),
@@ -372,12 +412,13 @@ class _Collector:
                 self.cuda = name.startswith("cu")
             if correlation >= 0:
                 start = float(event["ts"])
+                end = start + float(event.get("dur", 0))
+                if type(name) is not str or not isfinite(end):
+                    self.add(event)
+                    return
                 tid = event.get("tid", 0)
                 self.launches[correlation] = HostEvent(
-                    name,
-                    start,
-                    start + float(event.get("dur", 0)),
-                    tid if type(tid) is int else _int(tid, 0),
+                    name, start, end, tid if type(tid) is int else _int(tid, 0)
                 )
         except (KeyError, TypeError, ValueError, AttributeError):
             self.add(event)
@@ -391,6 +432,8 @@ class _Collector:
             start = float(event["ts"])
             end = start + float(event.get("dur", 0.0))
         except (KeyError, TypeError, ValueError):
+            return
+        if not isfinite(end) or end < start:  # 1e400 parses as infinity; NaN is not a time
             return
         name = event.get("name")
         if not isinstance(name, str):
@@ -453,7 +496,7 @@ class _Collector:
             ):
                 self.host.append(
                     HostEvent(
-                        name, start, end, _int(event.get("tid"), 0), float(args.get("flops") or 0.0)
+                        name, start, end, _int(event.get("tid"), 0), _flops(args.get("flops"))
                     )
                 )
 
@@ -466,6 +509,12 @@ class _Collector:
             device_name = str(devices[0].get("name") or "") or None
         notes: list[str] = []
         steps = _unique_steps(self.steps, notes)
+        base = document.get("baseTimeNanoseconds")
+        base_unix_us: float | None = None
+        if isinstance(base, int | float) and base > 0:
+            base_unix_us = base / 1000.0
+        elif steps and steps[0].start > 1e15:  # already Unix µs (2001 onwards)
+            base_unix_us = 0.0
         return Trace(
             path=self.label,
             rank=_int(info["rank"]) if "rank" in info else None,
@@ -480,6 +529,7 @@ class _Collector:
             backend=str(info["backend"]) if info.get("backend") else None,
             vendor="amd" if self.hip else "nvidia" if self.cuda else "unknown",
             notes=tuple(notes),
+            base_unix_us=base_unix_us,
         )
 
 

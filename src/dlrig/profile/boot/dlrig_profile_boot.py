@@ -30,16 +30,39 @@ ENV_WARMUP = "DLRIG_PROFILE_WARMUP"
 ENV_FLOPS = "DLRIG_PROFILE_FLOPS"
 
 
-def rank() -> int:
+def rank() -> int | None:
+    """This process's rank: torch.distributed's once it is set up (mp.spawn's workers have
+    no RANK variable), else the launcher's variables; None when nothing says."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:  # noqa: BLE001 - a broken process group: the variables still say
+        pass
     for name in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
         value = os.environ.get(name)
         if value and value.isdigit():
             return int(value)
-    return 0
+    return None
 
 
-def trace_path(out: str, rank_: int) -> str:
-    return os.path.join(out, f"trace-rank{rank_}.json.gz")
+def tag(rank_: int | None) -> str:
+    """The files' name part: the rank, or the process id where no rank is known (several
+    processes of one command must never write the same file)."""
+    return f"rank{rank_}" if rank_ is not None else f"pid{os.getpid()}"
+
+
+def trace_path(out: str, rank_: int | None) -> str:
+    return os.path.join(out, f"trace-{tag(rank_)}.json.gz")
+
+
+def _profiler_running(torch: Any) -> bool:
+    """Whether a torch.profiler (or autograd profiler) is already recording in this process."""
+    try:
+        return bool(torch._C._autograd._profiler_enabled())
+    except AttributeError:
+        return bool(getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
 
 
 def _atomic_json(path: str, document: dict[str, Any]) -> None:
@@ -62,7 +85,7 @@ class Driver:
         self.wait = max(wait, 1 if flops else 0)
         self.warmup = warmup
         self.count_flops = flops
-        self.rank = rank()
+        self.rank: int | None = None  # known at export (torch.distributed is set up by then)
         self.ended = 0  # optimizer steps that have returned
         self.profiler: Any = None
         self.flop_counter: Any = None
@@ -104,6 +127,16 @@ class Driver:
         import torch
         from torch.profiler import ProfilerActivity, profile, schedule
 
+        if _profiler_running(torch):
+            # The program runs its own torch.profiler: one profiler per process, and its own
+            # comes first (taking it over would leave the program's trace empty).
+            sys.stderr.write(
+                "dlrig profile: the program runs torch.profiler itself; not profiling this "
+                "process (give its trace to `dlrig profile TRACE`)\n"
+            )
+            self.done = True
+            self.detach()
+            return
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(ProfilerActivity.CUDA)  # ROCm builds trace HIP through it
@@ -117,21 +150,30 @@ class Driver:
         self.profiler.start()
 
     def step(self) -> None:
-        """The end of one training step."""
+        """The end of one training step. Never raises into the program: a profiler that
+        fails is reported on stderr once and the program runs on unprofiled."""
         with self._lock:
             if self.done:
                 return
-            self.ended += 1
-            if self.profiler is None:
-                self.start()  # the first step (cold start) is over: profile from here
-                if self.count_flops:
-                    self._start_counting()
-                return
-            if self.flop_counter is not None:
-                self._stop_counting()  # the first step after the cold one, unrecorded
-            self.profiler.step()
-            if self.written is not None:
-                self._close()
+            try:
+                self._step()
+            except Exception as exc:  # noqa: BLE001 - the user's optimizer.step() must not fail
+                sys.stderr.write(f"dlrig profile: profiling stopped: {exc}\n")
+                self.done = True
+                self.detach()
+
+    def _step(self) -> None:
+        self.ended += 1
+        if self.profiler is None:
+            self.start()  # the first step (cold start) is over: profile from here
+            if self.count_flops and not self.done:
+                self._start_counting()
+            return
+        if self.flop_counter is not None:
+            self._stop_counting()  # the first step after the cold one, unrecorded
+        self.profiler.step()
+        if self.written is not None:
+            self._close()
 
     def _start_counting(self) -> None:
         try:
@@ -156,18 +198,29 @@ class Driver:
     def _export(self, profiler: Any) -> None:
         if self._finishing:
             self.incomplete = f"ProfilerStep#{profiler.step_num}"
+        self.rank = rank()
         path = trace_path(self.out, self.rank)
-        partial = path + ".partial.gz"
-        profiler.export_chrome_trace(partial)
-        os.replace(partial, path)
+        fd, partial = tempfile.mkstemp(dir=self.out, prefix=".trace-", suffix=".json.gz")
+        os.close(fd)
+        try:
+            profiler.export_chrome_trace(partial)
+            os.chmod(partial, 0o644)
+            os.replace(partial, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
         self.written = path
         self._write_meta()
 
     def _write_meta(self) -> None:
         import torch
 
+        uuid = None
+        if torch.cuda.is_available():
+            with contextlib.suppress(Exception):  # older torch: no uuid; the index is used
+                uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
         _atomic_json(
-            os.path.join(self.out, f"meta-rank{self.rank}.json"),
+            os.path.join(self.out, f"meta-{tag(self.rank)}.json"),
             {
                 "rank": self.rank,
                 "flops_per_step": self.flops,
@@ -176,6 +229,7 @@ class Driver:
                 "torch": torch.__version__,
                 "steps_ended": self.ended,
                 "incomplete_step": self.incomplete,
+                "device_uuid": uuid,
                 "cpus": len(os.sched_getaffinity(0))
                 if hasattr(os, "sched_getaffinity")
                 else os.cpu_count(),
