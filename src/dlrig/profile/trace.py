@@ -210,11 +210,25 @@ def _scan(buffer: bytes, matches: list[re.Match[bytes]], collector: _Collector) 
     The hot loop of `dlrig profile`: kept flat on purpose."""
     routes = _ROUTES
     loads = _loads
+    # Events written with another key first (Kineto's metadata events put "name" first): the
+    # "ph" keys that do not open a span. One count says whether there are any; only then are
+    # they found (every event has a "ph" key; an unescaped "ph" cannot be inside a string).
+    others: list[int] = []
+    if buffer.count(b'"ph"', matches[0].start(), matches[-1].start()) != len(matches) - 1:
+        opening = {buffer.find(b'"', m.start()) for m in matches}
+        others = [
+            at
+            for at in _find_all(buffer, b'"ph"', matches[0].start(), matches[-1].start())
+            if at not in opening
+        ]
+    k = 0
     for i in range(len(matches) - 1):
         match = matches[i]
         start = match.start()
         end = matches[i + 1].start()
-        if buffer.find(b'"ph"', match.end(), end) >= 0:
+        while k < len(others) and others[k] < start:
+            k += 1
+        if k < len(others) and others[k] < end:
             # Another event in the span, written with another key first (an unescaped "ph"
             # cannot be inside a string): decode every object in it, the careful way.
             _decode_all(buffer[start:end], collector)
@@ -255,6 +269,15 @@ def _scan(buffer: bytes, matches: list[re.Match[bytes]], collector: _Collector) 
             collector.add(event)
         else:
             collector.gpu_event(event, route)
+
+
+def _find_all(buffer: bytes, needle: bytes, start: int, end: int) -> list[int]:
+    found = []
+    at = buffer.find(needle, start, end)
+    while at >= 0:
+        found.append(at)
+        at = buffer.find(needle, at + 1, end)
+    return found
 
 
 def _decode_all(span: bytes, collector: _Collector) -> None:
