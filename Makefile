@@ -63,7 +63,8 @@ $(VENV)/.stamp-bench: pyproject.toml $(VENV)/.stamp-test
 	$(PIP) install -q -e '.[all,dev,bench]' "$(TORCH_SPEC)" $(TRACE_PINS)
 	touch $@
 
-# Every benchmark against its reference (fio for storage): system packages first.
+# Every benchmark against its reference (fio for storage, HTA for profile): system packages
+# first. Each writes its output to benchmarks/results/<bench>_<machine>_<date>.md.
 bench: system $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/doctor_vs_collect_env.py
 	$(BIN)/python benchmarks/diagnose_throughput.py
@@ -78,6 +79,8 @@ bench: system $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/pack_vs_formats.py
 	$(BIN)/python benchmarks/pack_fill_contention.py
 	$(BIN)/python benchmarks/health_speed.py
+	$(BIN)/python benchmarks/profile_hta_agreement.py
+	$(BIN)/python benchmarks/profile_speed.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

@@ -29,6 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results
+
 
 def _block(rng: random.Random, step: int) -> str:
     """About 64 KB of ordinary training output."""
@@ -209,4 +212,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

@@ -38,6 +38,9 @@ from dlrig import fit
 from dlrig.fit import pipeline, store
 from dlrig.knowledge import gpus
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data" / "measured_training.csv"
 TRACES = Path(__file__).parent / "data" / "fit_traces"
@@ -565,4 +568,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

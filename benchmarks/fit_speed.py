@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import results  # benchmarks/results.py: the script's own folder is first on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "tests" / "data" / "hf_configs" / "qwen2.5-7b-instruct.json"
 
@@ -75,6 +77,7 @@ import sys
 from accelerate import init_empty_weights
 from accelerate.utils import calculate_maximum_sizes
 from transformers import AutoConfig, AutoModelForCausalLM
+
 config = AutoConfig.from_pretrained(sys.argv[1])
 with init_empty_weights():
     model = AutoModelForCausalLM.from_config(config)
@@ -130,4 +133,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/results.py: the script's own folder is first on sys.path
+
 
 @dataclass(frozen=True)
 class Case:
@@ -216,4 +218,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

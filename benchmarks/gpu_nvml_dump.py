@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/results.py: the script's own folder is first on sys.path
+
 CALLS: list[dict[str, Any]] = []
 PHASE = {"name": "setup"}
 
@@ -147,4 +149,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

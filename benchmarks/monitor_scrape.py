@@ -30,6 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/results.py: the script's own folder is first on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -157,4 +159,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import results  # benchmarks/results.py: the script's own folder is first on sys.path
 from dlrig.bench.pack_cache import set_cache
 from dlrig.pack import readahead
 
@@ -91,4 +92,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

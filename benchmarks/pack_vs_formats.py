@@ -27,6 +27,9 @@ from pathlib import Path
 
 from pack_bench import child, readers, report, runner, writers
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=" ".join((__doc__ or "").split("\n\n")[0].split()))
@@ -57,4 +60,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with results.record(__file__):
+        sys.exit(main())

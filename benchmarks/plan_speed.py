@@ -25,6 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = [
     "resnet50:epochs=90,dataset=1281167",
@@ -120,4 +123,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hta_env
+import results
 from dlrig.profile import analysis, kernels, trace
 
 KINETO = hta_env.ROOT / "tests" / "corpus" / "kineto"
@@ -83,4 +84,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hta_env
+import results
 
 KINETO = hta_env.ROOT / "tests" / "corpus" / "kineto"
 LOOP = Path(__file__).resolve().parent / "data" / "profile_loop.py"
@@ -119,4 +120,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

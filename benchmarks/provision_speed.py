@@ -18,6 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results
+
 FACTS = ["--gpu", "h100-sxm5-80gb", "--gpus", "8", "--os", "ubuntu-24.04", "--torch", "2.9"]
 TARGETS = {
     "host": ["host", *FACTS, "--cuda", "12.8", "--cudnn", "--nccl"],
@@ -78,4 +81,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

@@ -19,6 +19,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import results  # benchmarks/results.py: the script's own folder is first on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -112,4 +114,5 @@ def _report(
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()

@@ -34,6 +34,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results
+
 ROOT = Path(__file__).resolve().parent.parent
 LOOPS = ("plain", "dlrig", "fabric", "accelerate")
 BATCH = 64
@@ -423,4 +426,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.record(__file__):
+        main()
