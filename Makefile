@@ -37,6 +37,7 @@ lint: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/codespell src docs tests/unit tests/cli tests/integration benchmarks README.md CONTRIBUTING.md CHANGELOG.md
 	shellcheck .ci/run .ci/system-packages $(wildcard benchmarks/*.sh)
 
 # The documentation site into site/; --strict turns a broken link or a page left out of the

@@ -3,6 +3,7 @@ option there is, every command has a page in the navigation, and the README stay
 
 from __future__ import annotations
 
+import collections
 import html
 import os
 import subprocess
@@ -85,3 +86,15 @@ def test_every_command_has_a_page_in_the_navigation() -> None:
 
 def test_readme_is_at_most_12_kb() -> None:
     assert len((ROOT / "README.md").read_bytes()) <= 12 * 1024
+
+
+def test_every_knowledge_table_has_its_section_with_sources(site: Path) -> None:
+    from dlrig.knowledge import tables
+
+    page = html.unescape((site / "reference" / "knowledge-tables" / "index.html").read_text())
+    for name, info in tables.manifest().items():
+        assert f"{name}</code>" in page, f"table {name} is missing from the knowledge-tables page"
+        if info.file.endswith(".csv"):
+            sources = collections.Counter(row["source"] for row in tables.rows(name))
+            most_used = sources.most_common(1)[0][0]
+            assert " ".join(most_used.split())[:60] in page, f"{name}: its sources are not listed"
