@@ -163,10 +163,34 @@ def _measure(child: Child, case: dict[str, Any], trial: Any) -> tuple[dict[str, 
     return child.ask(case), resident
 
 
+def importable(rows: list[readers.Row], base: Path) -> list[readers.Row]:
+    """The rows whose library imports in its benchmark venv. One that does not (MDS imports
+    torchvision, whose PyPI wheel loads only with PyPI's own torch build, which a machine with
+    only a local CPU wheel cannot install) is said and left out, not a failed run."""
+    kept = []
+    for row in rows:
+        library = writers.LIBRARY.get(row.store or "")
+        if row.venv is None or library is None:
+            kept.append(row)
+            continue
+        done = subprocess.run(
+            [venv_python(row.venv, base), "-c", f"import {library}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode == 0:
+            kept.append(row)
+        else:
+            reason = (done.stderr.strip().splitlines() or ["import failed"])[-1]
+            print(f"{row.name} not measured: `import {library}` fails in its venv: {reason}")
+    return kept
+
+
 def run(args: Any) -> None:
     base: Path = args.workdir
     work = base / f"n{args.samples}"
-    rows = [r for r in readers.ROWS if r.name in args.formats.split(",")]
+    rows = importable([r for r in readers.ROWS if r.name in args.formats.split(",")], base)
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     jpegs.make_dataset(work / "src", args.samples, os.cpu_count() or 1)
