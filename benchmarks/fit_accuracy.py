@@ -39,7 +39,6 @@ from dlrig.fit import pipeline, store
 from dlrig.knowledge import gpus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import results
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data" / "measured_training.csv"
@@ -568,5 +567,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         main()

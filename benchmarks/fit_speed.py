@@ -20,8 +20,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import results  # benchmarks/results.py: the script's own folder is first on sys.path
-
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "tests" / "data" / "hf_configs" / "qwen2.5-7b-instruct.json"
 
@@ -133,5 +131,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         main()

@@ -21,8 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import results  # benchmarks/results.py: the script's own folder is first on sys.path
-
 CALLS: list[dict[str, Any]] = []
 PHASE = {"name": "setup"}
 
@@ -149,5 +147,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         main()

@@ -21,7 +21,6 @@ import threading
 import time
 from pathlib import Path
 
-import results  # benchmarks/results.py: the script's own folder is first on sys.path
 from dlrig.bench.pack_cache import set_cache
 from dlrig.pack import readahead
 
@@ -92,5 +91,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         main()

@@ -28,7 +28,6 @@ from pathlib import Path
 from pack_bench import child, readers, report, runner, writers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import results
 
 
 def main() -> None:
@@ -60,5 +59,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         sys.exit(main())

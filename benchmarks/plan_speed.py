@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import results
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = [
@@ -123,5 +122,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         main()

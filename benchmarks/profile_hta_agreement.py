@@ -19,7 +19,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hta_env
-import results
 from dlrig.profile import analysis, kernels, trace
 
 KINETO = hta_env.ROOT / "tests" / "corpus" / "kineto"
@@ -84,5 +83,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         main()

@@ -26,7 +26,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hta_env
-import results
 
 KINETO = hta_env.ROOT / "tests" / "corpus" / "kineto"
 LOOP = Path(__file__).resolve().parent / "data" / "profile_loop.py"
@@ -120,5 +119,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         main()

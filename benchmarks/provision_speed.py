@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import results
 
 FACTS = ["--gpu", "h100-sxm5-80gb", "--gpus", "8", "--os", "ubuntu-24.04", "--torch", "2.9"]
 TARGETS = {
@@ -81,5 +80,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         main()

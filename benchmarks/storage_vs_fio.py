@@ -19,8 +19,6 @@ import statistics
 import sys
 from pathlib import Path
 
-import results  # benchmarks/results.py: the script's own folder is first on sys.path
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -114,5 +112,7 @@ def _report(
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         main()

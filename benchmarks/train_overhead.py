@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import results
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPS = ("plain", "dlrig", "fabric", "accelerate")
@@ -426,5 +425,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import results  # benchmarks/results.py: run as a script, its folder is on sys.path
+
     with results.record(__file__):
         main()
