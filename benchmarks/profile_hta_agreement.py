@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hta_env
-from dlrig.profile import analysis, kernels, trace
+from dlrig.profile import hta, kernels, trace
 
 KINETO = hta_env.ROOT / "tests" / "corpus" / "kineto"
 KEYS = (
@@ -37,7 +37,7 @@ def main() -> None:
     files = sorted(KINETO.glob("*.json.gz"))
     for path in files:
         loaded = trace.load(path)
-        split = analysis.hta_split(loaded)
+        split = hta.split(loaded)
         with tempfile.TemporaryDirectory() as folder:
             shutil.copy(path, Path(folder) / path.name)
             exact = hta_env.run(Path(folder), rounding=False)
@@ -56,7 +56,7 @@ def main() -> None:
             worst[label] = max(worst[label], diff)
             line += f"  HTA {label} " + "/".join(f"{v:5.1f}" for v in theirs) + f" Δ{diff:.2f}"
         if "error" not in exact:
-            totals = analysis.hta_kernel_totals(loaded)
+            totals = hta.kernel_totals(loaded)
             mine = sorted(
                 (
                     n

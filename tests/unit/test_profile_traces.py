@@ -11,7 +11,7 @@ import pytest
 
 from dlrig import profile
 from dlrig.errors import InputError
-from dlrig.profile import analysis, compare, kernels, trace
+from dlrig.profile import analysis, compare, hta, kernels, trace
 from tests.conftest import CORPUS
 
 KINETO = CORPUS / "kineto"
@@ -29,7 +29,7 @@ def test_split_agrees_with_hta_within_two_points(name, loaded):
     """HTA without its timestamp rounding: the same definition on the same events, so the
     figures must agree (to rounding of the last digit); HTA as installed rounds fractional
     timestamps to whole µs, which may move it further, and by no more than that rounding."""
-    split = analysis.hta_split(loaded[name])
+    split = hta.split(loaded[name])
     assert split is not None
     exact = REFERENCE[name]["no_ns_rounding"]
     for key in ("idle_pct", "compute_pct", "non_compute_pct"):
@@ -47,7 +47,7 @@ def test_split_agrees_with_hta_within_two_points(name, loaded):
 @pytest.mark.parametrize("name", TRACES)
 def test_top_kernels_match_hta(name, loaded):
     exact = REFERENCE[name]["no_ns_rounding"]
-    totals = analysis.hta_kernel_totals(loaded[name])
+    totals = hta.kernel_totals(loaded[name])
     # HTA's table leaves out what it types OTHER (syncs): so does the comparison.
     ours = sorted(
         (n for n in totals if kernels.hta_type(n, "kernel") != "OTHER" or n.startswith("Mem")),
@@ -173,13 +173,13 @@ def test_gpu_counters_over_the_profiled_window(tmp_path):
     import time
 
     from dlrig.machine.replay_source import ReplaySource
-    from dlrig.profile import device
+    from dlrig.profile import device, watch
     from tests.conftest import NVSMI
 
     source = ReplaySource([NVSMI / "h200-capture-idle-load.txt"], state="load")
     source.advance(time.monotonic())
     recorded = source.read_gpu(0)
-    with device.Watcher(source, interval_s=0.01) as watcher:
+    with watch.Watcher(source, interval_s=0.01) as watcher:
         time.sleep(0.2)
     readings = watcher.readings
     assert len(readings) >= 5 and {r.gpu for r in readings} == {0}

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from dlrig.errors import InputError
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -176,3 +178,20 @@ class FiniteFloat(click.ParamType):  # type: ignore[type-arg]  # generic only in
         if self.max is not None and number > self.max:
             self.fail(f"{value!r} is out of range: give at most {self.max:g}", param, ctx)
         return number
+
+
+def command_after_dashes(inputs: tuple[str, ...], files: str, usage: str) -> list[str] | None:
+    """The command after `--` in `dlrig CMD ... -- PROGRAM ARGS` (click strips the `--`; the
+    raw argv says it was there), or None. `files` names what else the command takes ("logs",
+    "traces"), `usage` its two forms, for the error when both are given."""
+    root = click.get_current_context().find_root()
+    argv: list[str] = list((root.obj or {}).get("argv", sys.argv[1:]))
+    if "--" in argv and inputs:
+        after = argv[argv.index("--") + 1 :]
+        if after and list(inputs[-len(after) :]) == after:
+            if len(inputs) > len(after):
+                raise InputError(
+                    f"{inputs[0]}: {files} and a command to run cannot be mixed", fix=usage
+                )
+            return after
+    return None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from dlrig.cli.common import console, json_option, print_json, print_report
+from dlrig.cli.common import command_after_dashes, console, json_option, print_json, print_report
 from dlrig.errors import InputError
 from dlrig.machine.model import Machine
 
@@ -56,7 +56,9 @@ def diagnose_command(
     from dlrig import diagnose
 
     machine = _machine(machine_path, probe)
-    command = _command(inputs)
+    command = command_after_dashes(
+        inputs, "logs", "dlrig diagnose FILE...  or  dlrig diagnose -- CMD ARGS..."
+    )
     if command is not None:
         _run_command(command, machine, as_json)
         return
@@ -89,22 +91,6 @@ def diagnose_command(
     _report(result, as_json)
     if not result.causes:
         sys.exit(EXIT_NO_CAUSE)
-
-
-def _command(inputs: tuple[str, ...]) -> list[str] | None:
-    """The command after `--` (click strips the `--` itself; the raw argv tells it was there)."""
-    root = click.get_current_context().find_root()
-    argv: list[str] = list((root.obj or {}).get("argv", sys.argv[1:]))
-    if "--" in argv and inputs:
-        after = argv[argv.index("--") + 1 :]
-        if after and list(inputs[-len(after) :]) == after:
-            if len(inputs) > len(after):
-                raise InputError(
-                    f"{inputs[0]}: logs and a command to run cannot be mixed",
-                    fix="dlrig diagnose FILE...  or  dlrig diagnose -- CMD ARGS...",
-                )
-            return after
-    return None
 
 
 def _signal_name(code: int) -> str | None:

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from dlrig.cli.common import console, integer_option, json_option, print_json, print_report
+from dlrig.cli.common import (
+    command_after_dashes,
+    console,
+    integer_option,
+    json_option,
+    print_json,
+    print_report,
+)
 from dlrig.errors import InputError
 
 EXIT = (
@@ -88,7 +95,9 @@ def steps_command(
     """
     from dlrig.profile import live, render, report
 
-    command = _command(inputs)
+    command = command_after_dashes(
+        inputs, "traces", "dlrig profile TRACE...  or  dlrig profile -- CMD ARGS..."
+    )
     if command is not None:
         options = live.Options(steps=steps, warmup=warmup, wait=wait, flops=not no_flops)
         result, code = live.run(
@@ -130,19 +139,3 @@ def compare_command(a: str, b: str, as_json: bool) -> None:
 
     comparison = compare.compare(compare.load_document(a), compare.load_document(b), a, b)
     print_report(comparison, as_json, compare.render_text)
-
-
-def _command(inputs: tuple[str, ...]) -> list[str] | None:
-    """The command after `--` (click strips the `--`; the raw argv says it was there)."""
-    root = click.get_current_context().find_root()
-    argv: list[str] = list((root.obj or {}).get("argv", sys.argv[1:]))
-    if "--" in argv and inputs:
-        after = argv[argv.index("--") + 1 :]
-        if after and list(inputs[-len(after) :]) == after:
-            if len(inputs) > len(after):
-                raise InputError(
-                    f"{inputs[0]}: traces and a command to run cannot be mixed",
-                    fix="dlrig profile TRACE...  or  dlrig profile -- CMD ARGS...",
-                )
-            return after
-    return None

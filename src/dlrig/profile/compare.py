@@ -16,8 +16,7 @@ from typing import Any
 from dlrig.errors import InputError
 from dlrig.inputs import check_readable_file
 from dlrig.profile.kernels import short_name
-from dlrig.profile.model import GPU_PARTS, HOST_PHASES, SCHEMA
-from dlrig.profile.render import LABELS
+from dlrig.profile.model import GPU_PARTS, HOST_PHASES, PART_LABELS, SCHEMA
 from dlrig.profile.report import analyse
 from dlrig.report import envelope
 
@@ -175,7 +174,7 @@ def render_text(comparison: Comparison, console: Any) -> None:
     table.add_column("change", justify="right")
     for row in (*comparison.host, *comparison.gpu):
         table.add_row(
-            LABELS.get(row.name, row.name),
+            PART_LABELS.get(row.name, row.name),
             f"{row.a_ms:.1f}",
             f"{row.b_ms:.1f}",
             f"{row.delta_ms:+.1f}",

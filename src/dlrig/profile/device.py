@@ -4,24 +4,17 @@ newer, GPM's SM, tensor-core and DRAM activity (what DCGM's PROF_* fields report
 The trace says which kernels ran; the counters say how busy the SMs were while they ran. A
 GPU at 100 % "utilisation" (some kernel was running) with 30 % SM activity (most SMs idle) is
 the seeds' low `sm_efficiency` case, and only the two together show it. While `dlrig profile
--- CMD` runs, a thread reads every GPU a few times a second (`Watcher`); the readings inside
+-- CMD` runs, a thread reads every GPU a few times a second (`watch.Watcher`); the readings inside
 each rank's profiled window, on the GPU that rank used, are averaged (`activity`).
 """
 
 from __future__ import annotations
 
 import statistics
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
-from dlrig.machine.gpu_source_base import GpuSource
-from dlrig.machine.nvml import GpuLost
-
-INTERVAL_S = 0.2
 FIELDS = (
     "utilization_gpu_percent",
     "sm_activity_percent",
@@ -97,63 +90,3 @@ def activity(
             "no SM activity counter (GPM needs a Hopper or newer GPU and a recent driver)"
         )
     return DeviceActivity(gpu, len(inside), means, note)
-
-
-class Watcher:
-    """Reads every GPU of `source` every INTERVAL_S in a thread, between enter and exit."""
-
-    def __init__(self, source: GpuSource, interval_s: float = INTERVAL_S) -> None:
-        self.source = source
-        self.interval_s = interval_s
-        self.readings: list[Reading] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="dlrig-profile-gpus", daemon=True)
-
-    def __enter__(self) -> Watcher:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5.0)
-        self.source.close(calls_in_flight=self._thread.is_alive())
-
-    def _loop(self) -> None:
-        lost: set[int] = set()
-        while not self._stop.is_set():
-            now = time.time()
-            self.source.advance(time.monotonic())
-            for index in range(self.source.info.gpu_count):
-                if index in lost:
-                    continue
-                try:
-                    gpu = self.source.read_gpu(index)
-                except GpuLost:
-                    lost.add(index)
-                    continue
-                self.readings.append(
-                    Reading(
-                        now,
-                        index,
-                        {name: getattr(gpu, name, None) for name in FIELDS},
-                        getattr(gpu, "uuid", None),
-                    )
-                )
-            self._stop.wait(self.interval_s)
-
-
-def watch() -> Watcher | None:
-    """A watcher of this machine's GPUs through NVML; None where there is none (a CPU machine,
-    or only nvidia-smi, too slow to read a few times a second)."""
-    from dlrig.machine.gpu_sources import open_live_source
-
-    source = open_live_source()
-    if source.info.kind != "nvml" or source.info.gpu_count == 0:
-        source.close()
-        return None
-    return Watcher(source)

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 
 from dlrig.profile import analysis, device, trace
-from dlrig.profile.boot.dlrig_profile_boot import Driver
+from dlrig.profile.boot.dlrig_profile_boot import Driver, first_recorded_step
 from dlrig.profile.model import ProfileReport
 from dlrig.profile.report import build
 
@@ -66,6 +66,11 @@ class Session:
         if kind is None and written is not None:
             # this session's own trace only: the folder may hold an earlier run's
             self.report = collect(self.out, paths=[Path(written)])
+
+    @property
+    def first_recorded_step(self) -> int:
+        """The first optimizer step inside the session that is recorded (1-based)."""
+        return first_recorded_step(self._driver.wait, self._driver.warmup)
 
     @property
     def trace(self) -> Path | None:

@@ -70,7 +70,7 @@ def run(
         code = outcome.exit_code
         report = collect(folder, command=list(command), exit_code=code)
         if report is None:
-            needed = 1 + options.wait + options.warmup + 1
+            needed = boot.first_recorded_step(options.wait, options.warmup)
             error = InputError(
                 f"`{' '.join(command)}` exited with {code} before its first profiled step "
                 f"(dlrig profiles from the {_ordinal(needed)} optimizer step on)",

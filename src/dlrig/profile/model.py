@@ -15,6 +15,19 @@ SCHEMA_VERSION = 1
 HOST_PHASES = ("data_wait", "forward", "backward", "optimizer", "other")
 # What the GPU did over the same wall time; the parts add up to the step.
 GPU_PARTS = ("compute", "communication_exposed", "memcpy", "idle_data_wait", "idle_host")
+# How the report, the compare table and the report page name each part.
+PART_LABELS = {
+    "data_wait": "data wait",
+    "forward": "forward",
+    "backward": "backward",
+    "optimizer": "optimizer",
+    "other": "other",
+    "compute": "compute",
+    "communication_exposed": "communication (exposed)",
+    "memcpy": "copies",
+    "idle_data_wait": "idle: waiting for data",
+    "idle_host": "idle: host, launches, syncs",
+}
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlrig.profile.kernels import short_name
-from dlrig.profile.model import HOST_PHASES, ProfileReport, RankProfile
+from dlrig.profile.model import HOST_PHASES, PART_LABELS, ProfileReport, RankProfile
 
 # One letter and colour per part of a step's bar (host phases on a CPU run, GPU parts else).
 HOST_BAR = {
@@ -23,30 +23,12 @@ GPU_BAR = {
     "idle_data_wait": ("D", "red"),
     "idle_host": ("_", "white"),
 }
-# Short labels for the bars' legend (80 columns).
+# Shorter labels for the bars' legend (80 columns).
 LEGEND = {
-    "data_wait": "data wait",
-    "forward": "forward",
-    "backward": "backward",
-    "optimizer": "optimizer",
-    "other": "other",
-    "compute": "compute",
+    **PART_LABELS,
     "communication_exposed": "comm (exposed)",
-    "memcpy": "copies",
     "idle_data_wait": "idle for data",
     "idle_host": "idle for host",
-}
-LABELS = {
-    "data_wait": "data wait",
-    "forward": "forward",
-    "backward": "backward",
-    "optimizer": "optimizer",
-    "other": "other",
-    "compute": "compute",
-    "communication_exposed": "communication (exposed)",
-    "memcpy": "copies",
-    "idle_data_wait": "idle: waiting for data",
-    "idle_host": "idle: host, launches, syncs",
 }
 BAR_WIDTH = 40
 
@@ -120,11 +102,11 @@ def _rank(rank: RankProfile, console: Any) -> None:
     parts = list(GPU_BAR) if rank.has_gpu else []
     for i, phase in enumerate(HOST_PHASES):
         value = rank.mean("host", phase)
-        row = [LABELS[phase], f"{value:.1f}", f"{100 * value / step:.0f}%"]
+        row = [PART_LABELS[phase], f"{value:.1f}", f"{100 * value / step:.0f}%"]
         if rank.has_gpu:
             part = parts[i]
             gpu_value = rank.mean("gpu", part)
-            row += [LABELS[part], f"{gpu_value:.1f}", f"{100 * gpu_value / step:.0f}%"]
+            row += [PART_LABELS[part], f"{gpu_value:.1f}", f"{100 * gpu_value / step:.0f}%"]
         table.add_row(*row)
     console.print(table)
     _bars(rank, console)

@@ -1,10 +1,10 @@
 """Reading a Kineto trace (what `torch.profiler` writes with `export_chrome_trace`) into plain,
 typed events: the host's steps and operators, the runtime's launches and the GPU's kernels,
-copies and sets, on NVIDIA (CUDA) and AMD (ROCm/HIP) alike.
+copies and sets, on NVIDIA (CUDA) and AMD (ROCm/HIP) alike (`events.py` says what is kept).
 
-Only what the analysis needs is kept: a trace of a few hundred MB holds millions of events
-and most of them are operators nested inside other operators. Everything here is pure: bytes
-in, a `Trace` out; a file that is not a Kineto trace is an `InputError` naming it.
+Only what the analysis needs is decoded: a trace of a few hundred MB holds millions of events
+and most of them are operators nested inside other operators. The file is read as a stream;
+a file that is not a Kineto trace is an `InputError` naming it.
 """
 
 from __future__ import annotations
@@ -12,73 +12,21 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from dataclasses import dataclass, field
 from math import isfinite
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from dlrig.errors import InputError
 from dlrig.inputs import check_readable_file
-
-# Kineto's categories changed names over the years (PyTorch 1.8 wrote "Kernel", "Runtime",
-# "Operator"; 1.9 and newer "kernel", "cuda_runtime", "cpu_op"). Both map to one kind.
-_GPU = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset"}
-_GPU["memset"] = "memset"
-_RUNTIME = {"cuda_runtime", "runtime", "cuda_driver", "hip_runtime", "privateuse1_runtime"}
-_HOST = {"cpu_op", "operator", "user_annotation"}
-STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
-DATALOADER_PREFIX = "enumerate(DataLoader)#"
-OPTIMIZER_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#")
-BACKWARD_PREFIX = "autograd::engine::evaluate_function:"
-# Launch calls: the host time they take is the "CPU launch overhead" of a step.
-LAUNCH_NAMES = re.compile(
-    r"^(cudaLaunchKernel|cudaLaunchKernelExC|cuLaunchKernel|cuLaunchKernelEx|cudaLaunchCooperative"
-    r"|cudaGraphLaunch|hipLaunchKernel|hipExtLaunchKernel|hipExtModuleLaunchKernel|hipModuleLaunch"
-    r"|hipGraphLaunch|cudaMemcpyAsync|hipMemcpyAsync|hipMemcpyWithStream|cudaMemsetAsync"
-    r"|hipMemsetAsync)"
+from dlrig.profile.events import (
+    BACKWARD_PREFIX,
+    DATALOADER_PREFIX,
+    GPU_KINDS,
+    HOST_CATEGORIES,
+    RUNTIME_CATEGORIES,
+    Collector,
+    Trace,
 )
-
-
-class HostEvent(NamedTuple):
-    name: str
-    start: float  # µs, the trace's own clock
-    end: float
-    tid: int
-    flops: float = 0.0  # `with_flops=True` puts the operator's FLOPs in its args
-
-
-# Tuples, not dataclasses: a trace holds hundreds of thousands of these.
-class GpuEvent(NamedTuple):
-    name: str
-    kind: str  # kernel | memcpy | memset
-    start: float
-    end: float
-    device: int
-    stream: int
-    correlation: int  # joins the runtime call that launched it; -1 when absent
-
-
-@dataclass(frozen=True)
-class Trace:
-    path: str
-    rank: int | None
-    world_size: int | None
-    device_name: str | None
-    steps: tuple[HostEvent, ...]
-    host: tuple[HostEvent, ...]  # data loading, forward/backward/optimizer markers, flops
-    launches: dict[int, HostEvent]  # correlation id -> runtime call
-    gpu: tuple[GpuEvent, ...]
-    # Starts of ProfilerStep annotations on the GPU timeline (HTA counts them as steps too).
-    gpu_step_starts: tuple[float, ...] = ()
-    # Host events that carry a stream (Triton launches recorded as cpu_op): HTA's breakdown
-    # counts every event with a stream as GPU work; kept only to compute its figure its way.
-    stream_extras: tuple[GpuEvent, ...] = ()
-    backend: str | None = None  # NCCL, RCCL, gloo from distributedInfo
-    # The trace's clock in Unix µs: `ts` + this (Kineto's baseTimeNanoseconds; older traces
-    # wrote Unix µs directly). None when the trace does not say.
-    base_unix_us: float | None = None
-    vendor: str = "unknown"  # nvidia | amd | unknown (from the runtime's names)
-    notes: tuple[str, ...] = field(default=())
 
 
 def load(path: Path | str) -> Trace:
@@ -116,9 +64,9 @@ _WANTED_HOST_NAMES = (
 )
 # category (as written, and lower-cased) -> what the scan does with the event
 _ROUTES: dict[bytes, str] = {
-    **{c.encode(): kind for c, kind in _GPU.items()},
-    **{c.encode(): "runtime" for c in _RUNTIME},
-    **{c.encode(): "host" for c in _HOST},
+    **{c.encode(): kind for c, kind in GPU_KINDS.items()},
+    **{c.encode(): "runtime" for c in RUNTIME_CATEGORIES},
+    **{c.encode(): "host" for c in HOST_CATEGORIES},
     b"gpu_user_annotation": "annotation",
 }
 _GARBLED = (
@@ -170,7 +118,7 @@ def _blocks(stream: Any, label: str) -> Any:
 
 
 def _read(blocks: Any, label: str) -> Trace:
-    collector = _Collector(label)
+    collector = Collector(label)
     buffer = b""
     head: bytes | None = None
     found = False
@@ -204,7 +152,7 @@ def _array_start(buffer: bytes) -> int:
     return match.end() if match else -1
 
 
-def _scan(buffer: bytes, matches: list[re.Match[bytes]], collector: _Collector) -> None:
+def _scan(buffer: bytes, matches: list[re.Match[bytes]], collector: Collector) -> None:
     """Decode the events between consecutive starts that the analysis uses; skip the rest
     (most of a trace: nested operators, Python frames, flow arrows) without decoding them.
     The hot loop of `dlrig profile`: kept flat on purpose."""
@@ -263,12 +211,23 @@ def _scan(buffer: bytes, matches: list[re.Match[bytes]], collector: _Collector) 
         except ValueError:
             _decode_all(buffer[start:end], collector)
             continue
-        if route == "runtime":
-            collector.runtime(event)
-        elif route == "host" or route == "annotation":
+        if route == "host" or route == "annotation":
             collector.add(event)
+            continue
+        # The common case, checked inline; anything odd goes the careful way (`add`).
+        try:
+            t0 = float(event["ts"])
+            t1 = t0 + float(event.get("dur", 0))
+            name, args = event["name"], event.get("args") or {}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            collector.add(event)
+            continue
+        if type(name) is not str or type(args) is not dict or not isfinite(t1) or t1 < t0:
+            collector.add(event)
+        elif route == "runtime":
+            collector.add_launch(name, t0, t1, args, event)
         else:
-            collector.gpu_event(event, route)
+            collector.add_gpu(name, route, t0, t1, args, event)
 
 
 def _find_all(buffer: bytes, needle: bytes, start: int, end: int) -> list[int]:
@@ -280,7 +239,7 @@ def _find_all(buffer: bytes, needle: bytes, start: int, end: int) -> list[int]:
     return found
 
 
-def _decode_all(span: bytes, collector: _Collector) -> None:
+def _decode_all(span: bytes, collector: Collector) -> None:
     """Every object in `span` (events separated by commas), through the careful path; a
     damaged one ends the span, the rest of the trace still counts."""
     text = span.decode("utf-8", "replace")
@@ -310,7 +269,7 @@ _loads = _json_loads()
 _DECODER = json.JSONDecoder()
 
 
-def _finish_events(rest: bytes, collector: _Collector, label: str) -> bytes:
+def _finish_events(rest: bytes, collector: Collector, label: str) -> bytes:
     """Decode the events left at the end of the array (the last one, and any written with
     another key first: Kineto's instant events) and return what follows the array: the
     document's trailing keys."""
@@ -360,212 +319,7 @@ def _whole(data: bytes, label: str) -> Trace:
             fix="give a trace torch.profiler wrote (export_chrome_trace or "
             "tensorboard_trace_handler)",
         )
-    collector = _Collector(label)
+    collector = Collector(label)
     for event in document["traceEvents"]:
         collector.add(event)
     return collector.trace(document)
-
-
-def _flops(value: Any) -> float:
-    try:
-        number = float(value or 0.0)
-    except (TypeError, ValueError):
-        return 0.0
-    return number if isfinite(number) and number > 0 else 0.0
-
-
-def _int(value: Any, default: int = -1) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-class _Collector:
-    """Keeps what the analysis needs of each event, as it arrives."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.steps: list[HostEvent] = []
-        self.host: list[HostEvent] = []
-        self.launches: dict[int, HostEvent] = {}
-        self.gpu: list[GpuEvent] = []
-        self.gpu_steps: list[float] = []
-        self.extras: list[GpuEvent] = []
-        self.hip = False
-        self.cuda = False
-
-    def gpu_event(self, event: Any, kind: str) -> None:
-        """A kernel, copy or set (the scan knows its kind)."""
-        try:
-            start = float(event["ts"])
-            end = start + float(event.get("dur", 0))
-            name = event["name"]
-            if type(name) is not str or not isfinite(end) or end < start:
-                self.add(event)  # odd types or values: the careful path decides
-                return
-            args = event.get("args") or {}
-            device = args.get("device")
-            stream = args.get("stream")
-            correlation = args.get("correlation", -1)
-            self.gpu.append(
-                GpuEvent(
-                    name,
-                    kind,
-                    start,
-                    end,
-                    device if type(device) is int else _int(device, _int(event.get("pid"), 0)),
-                    stream if type(stream) is int else _int(stream, _int(event.get("tid"), 0)),
-                    correlation if type(correlation) is int else _int(correlation),
-                )
-            )
-        except (KeyError, TypeError, ValueError, AttributeError):
-            self.add(event)  # odd types: the careful path decides
-
-    def runtime(self, event: Any) -> None:
-        """A runtime call (the scan knows it is one): kept when it launched GPU work."""
-        try:
-            args = event.get("args") or {}
-            correlation = args.get("correlation", -1)
-            if type(correlation) is not int:
-                correlation = _int(correlation)
-            name = event["name"]
-            if not (self.hip or self.cuda):
-                self.hip = name.startswith("hip")
-                self.cuda = name.startswith("cu")
-            if correlation >= 0:
-                start = float(event["ts"])
-                end = start + float(event.get("dur", 0))
-                if type(name) is not str or not isfinite(end):
-                    self.add(event)
-                    return
-                tid = event.get("tid", 0)
-                self.launches[correlation] = HostEvent(
-                    name, start, end, tid if type(tid) is int else _int(tid, 0)
-                )
-        except (KeyError, TypeError, ValueError, AttributeError):
-            self.add(event)
-
-    def add(self, event: Any) -> None:
-        if not isinstance(event, dict) or event.get("ph") != "X":
-            return
-        category = event.get("cat")
-        category = category.lower() if isinstance(category, str) else ""
-        try:
-            start = float(event["ts"])
-            end = start + float(event.get("dur", 0.0))
-        except (KeyError, TypeError, ValueError):
-            return
-        if not isfinite(end) or end < start:  # 1e400 parses as infinity; NaN is not a time
-            return
-        name = event.get("name")
-        if not isinstance(name, str):
-            name = str(name)
-        args = event.get("args")
-        if not isinstance(args, dict):
-            args = {}
-        # Hot path (hundreds of thousands of events): ints checked inline, converted rarely.
-        kind = _GPU.get(category)
-        if kind is not None:
-            device = args.get("device")
-            stream = args.get("stream")
-            correlation = args.get("correlation", -1)
-            self.gpu.append(
-                GpuEvent(
-                    name,
-                    kind,
-                    start,
-                    end,
-                    device if type(device) is int else _int(device, _int(event.get("pid"), 0)),
-                    stream if type(stream) is int else _int(stream, _int(event.get("tid"), 0)),
-                    correlation if type(correlation) is int else _int(correlation),
-                )
-            )
-        elif category in _RUNTIME:
-            correlation = args.get("correlation", -1)
-            if type(correlation) is not int:
-                correlation = _int(correlation)
-            if correlation >= 0:
-                tid = event.get("tid", 0)
-                self.launches[correlation] = HostEvent(
-                    name, start, end, tid if type(tid) is int else _int(tid, 0)
-                )
-            if not (self.hip or self.cuda):
-                self.hip = name.startswith("hip")
-                self.cuda = name.startswith("cu")
-        elif category == "gpu_user_annotation":
-            if STEP_NAME.match(name):
-                self.gpu_steps.append(start)
-        elif category in _HOST:
-            if "stream" in args and _int(args.get("stream")) >= 0:
-                self.extras.append(
-                    GpuEvent(
-                        name,
-                        "kernel",
-                        start,
-                        end,
-                        0,
-                        _int(args["stream"]),
-                        _int(args.get("correlation")),
-                    )
-                )
-            if STEP_NAME.match(name):
-                self.steps.append(HostEvent(name, start, end, _int(event.get("tid"), 0)))
-            elif (
-                name.startswith(DATALOADER_PREFIX)
-                or name.startswith(OPTIMIZER_PREFIXES)
-                or name.startswith(BACKWARD_PREFIX)
-                or "flops" in args
-            ):
-                self.host.append(
-                    HostEvent(
-                        name, start, end, _int(event.get("tid"), 0), _flops(args.get("flops"))
-                    )
-                )
-
-    def trace(self, document: dict[str, Any]) -> Trace:
-        info = document.get("distributedInfo")
-        info = info if isinstance(info, dict) else {}
-        devices = document.get("deviceProperties")
-        device_name = None
-        if isinstance(devices, list) and devices and isinstance(devices[0], dict):
-            device_name = str(devices[0].get("name") or "") or None
-        notes: list[str] = []
-        steps = _unique_steps(self.steps, notes)
-        base = document.get("baseTimeNanoseconds")
-        base_unix_us: float | None = None
-        if isinstance(base, int | float) and base > 0:
-            base_unix_us = base / 1000.0
-        elif steps and steps[0].start > 1e15:  # already Unix µs (2001 onwards)
-            base_unix_us = 0.0
-        return Trace(
-            path=self.label,
-            rank=_int(info["rank"]) if "rank" in info else None,
-            world_size=_int(info["world_size"]) if "world_size" in info else None,
-            device_name=device_name,
-            steps=tuple(steps),
-            host=tuple(sorted(self.host, key=lambda e: e.start)),
-            launches=self.launches,
-            gpu=tuple(sorted(self.gpu, key=lambda e: e.start)),
-            gpu_step_starts=tuple(self.gpu_steps),
-            stream_extras=tuple(self.extras),
-            backend=str(info["backend"]) if info.get("backend") else None,
-            vendor="amd" if self.hip else "nvidia" if self.cuda else "unknown",
-            notes=tuple(notes),
-            base_unix_us=base_unix_us,
-        )
-
-
-def _unique_steps(steps: list[HostEvent], notes: list[str]) -> list[HostEvent]:
-    """Steps in time order. Two annotations of one step number (a profiler restarted with
-    `repeat`, or a warm-up step recorded twice) are both kept, numbered apart, and said."""
-    steps.sort(key=lambda e: e.start)
-    seen: dict[str, int] = {}
-    out = []
-    for step in steps:
-        count = seen.get(step.name, 0)
-        seen[step.name] = count + 1
-        if count:
-            notes.append(f"{step.name} appears {count + 1} times (a restarted profiler schedule)")
-        out.append(step)
-    return out

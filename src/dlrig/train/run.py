@@ -18,18 +18,24 @@ against the next step at which anything else (logging, a checkpoint, the end) is
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 
 from dlrig import profile
 from dlrig.train import backoff as backoff_policy
 from dlrig.train import checkpoint as ckpt
-from dlrig.train import distributed, observe, precision, resume, stopping, switches
+from dlrig.train import (
+    distributed,
+    observe,
+    precision,
+    profiling,
+    resume,
+    stopping,
+    switches,
+)
 from dlrig.train.accumulation import BatchPlan
 from dlrig.train.data import StopFlag, Timing, TrainLoader
 from dlrig.train.loaders import generators_of, rebuild
@@ -167,24 +173,10 @@ class Run:
         if o.save_on_sigterm:
             self._install_signals()
         self._start_observer()
-        self._start_profile()
+        self.profiler = profiling.start(self.options, self.log)
         if self.loader is not None:
             self._finish_plan()
         return self.model, optimizer
-
-    def _start_profile(self) -> None:
-        """dlrig.profile over a few steps (profile_steps, or DLRIG_TRAIN_PROFILE_STEPS from
-        `dlrig train --profile-steps`): the optimizer's steps drive it."""
-        o = self.options
-        steps = o.profile_steps
-        if steps is None and os.environ.get("DLRIG_TRAIN_PROFILE_STEPS", "").isdigit():
-            steps = int(os.environ["DLRIG_TRAIN_PROFILE_STEPS"]) or None
-        if steps is None:
-            return
-        folder = o.profile_dir or (Path(o.log_dir) / "profile" if o.log_dir else None)
-        self.profiler = profile.Session(steps=steps, out=folder)
-        self.profiler.__enter__()
-        self.log.decide("profile", f"profiling {steps} steps from the 4th optimizer step on")
 
     def setup_dataloader(self, loader: Any) -> TrainLoader:
         """The loader to iterate: sharded over the ranks, resumable, timed."""
@@ -298,26 +290,7 @@ class Run:
             self.save()
         self.arm()
         if self.signals.signum is not None:
-            self._exit_on_signal(self.signals.signum)
-
-    def _exit_on_signal(self, signum: int) -> NoReturn:
-        """The checkpoint of this step (unless a periodic one just wrote it), then the exit;
-        `dlrig train` gets the summary, which says where the checkpoint is."""
-        step = self.steps
-        saved = self.last_checkpoint
-        if saved is None or saved.name != ckpt.step_dir_name(step):
-            saved = self.save()
-        name = signal.Signals(signum).name
-        self.log.say(
-            f"{name}: checkpoint of step {step} written to {saved}; exiting with {128 + signum}",
-            everywhere=self.world.distributed,
-        )
-        self.stopped_by = name
-        target = os.environ.get("DLRIG_TRAIN_SUMMARY")
-        if target and self.is_main:
-            hand_to_launcher(target, summarize(self), self.log)
-        self.close()
-        raise SystemExit(128 + signum)
+            stopping.exit_with_checkpoint(self, self.signals.signum)
 
     def arm(self) -> None:
         """Set the next step at which `on_event` must run."""
@@ -396,39 +369,15 @@ class Run:
                     cause="collective_timeout_uneven_data",
                 )
         summary = summarize(self)
-        self._finish_profile()
+        session, self.profiler = self.profiler, None
+        if session is not None:
+            self.profile_report = profiling.finish(session, self.options, self.log, self.is_main)
         if self.is_main:
             for line in summary.lines():
                 self.log.say(line)
-            target = os.environ.get("DLRIG_TRAIN_SUMMARY")
-            if target:
-                hand_to_launcher(target, summary, self.log)
+            hand_to_launcher(summary, self.log)
         self.close()
         return summary
-
-    def _finish_profile(self) -> None:
-        """The profile's verdict in the log (each rank profiles itself; the main one says)."""
-        session, self.profiler = self.profiler, None
-        if session is None:
-            return
-        session.__exit__(None, None, None)
-        report = self.profile_report = session.report
-        if not self.is_main:
-            return
-        if report is None:
-            self.log.say("profile: the run ended before its first profiled step")
-            return
-        step = report.ranks[0].mean("step_ms")
-        if report.verdict is None:
-            self.log.say(f"profile: {step:.1f} ms per step, no bottleneck worth a change")
-        else:
-            verdict = report.verdict
-            self.log.say(
-                f"profile: {step:.1f} ms per step; {verdict.title} [{verdict.cause}], up to "
-                f"x{verdict.gain:.2f}: {verdict.fix}"
-            )
-        if self.options.profile_dir or self.options.log_dir:
-            self.log.say(f"profile: traces in {session.out} (dlrig profile {session.out}/*.gz)")
 
     def close(self) -> None:
         """Stop the observer, give SIGTERM back, leave the process group if dlrig made it."""

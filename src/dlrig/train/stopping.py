@@ -22,9 +22,14 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from dlrig.train.checkpoint import step_dir_name
 from dlrig.train.log import RunLog
+from dlrig.train.summary import hand_to_launcher, summarize
+
+if TYPE_CHECKING:
+    from dlrig.train.run import Run
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 INSIST_AFTER_S = 2.0
@@ -83,3 +88,22 @@ def announce(log: RunLog, signum: int) -> None:
         f"{signal.Signals(signum).name}: a checkpoint at the end of this step, then exit "
         f"{128 + signum}{again}"
     )
+
+
+def exit_with_checkpoint(run: Run, signum: int) -> NoReturn:
+    """The checkpoint of this step (unless a periodic one just wrote it), then the exit;
+    `dlrig train` gets the summary, which says where the checkpoint is."""
+    step = run.steps
+    saved = run.last_checkpoint
+    if saved is None or saved.name != step_dir_name(step):
+        saved = run.save()
+    name = signal.Signals(signum).name
+    run.log.say(
+        f"{name}: checkpoint of step {step} written to {saved}; exiting with {128 + signum}",
+        everywhere=run.world.distributed,
+    )
+    run.stopped_by = name
+    if run.is_main:
+        hand_to_launcher(summarize(run), run.log)
+    run.close()
+    raise SystemExit(128 + signum)

@@ -214,12 +214,16 @@ def summarize(run: Run) -> Summary:
     return summary
 
 
-def hand_to_launcher(target: str, summary: Summary, log: RunLog) -> None:
-    """The summary for `dlrig train` (which names where in DLRIG_TRAIN_SUMMARY). Its in-memory
-    file (/proc/PID/fd/N) is written in place; a path elsewhere atomically. A summary that
-    cannot be handed over costs a line, never the finished run."""
+def hand_to_launcher(summary: Summary, log: RunLog) -> None:
+    """The summary for `dlrig train`, where it names in DLRIG_TRAIN_SUMMARY (nothing to do when
+    the script runs without it). Its in-memory file (/proc/PID/fd/N) is written in place; a
+    path elsewhere atomically. A summary that cannot be handed over costs a line, never the
+    finished run."""
     import json
 
+    target = os.environ.get("DLRIG_TRAIN_SUMMARY")
+    if not target:
+        return
     from dlrig.outputs import write_text_atomic
 
     text = json.dumps(summary.to_dict(), indent=2) + "\n"

@@ -20,6 +20,7 @@ from dlrig.accept.report import figures
 from dlrig.accept.report.inputs import HISTORY_SCHEMA, Input, check_one_machine, machines
 from dlrig.accept.verdict import Verdict
 from dlrig.errors import InputError
+from dlrig.profile.model import GPU_PARTS, HOST_PHASES, PART_LABELS
 from dlrig.report import envelope
 
 SCHEMA_NAME = "dlrig.report"
@@ -183,20 +184,8 @@ def _fit_section(label: str, document: dict[str, Any]) -> dict[str, Any]:
 
 # The parts of a step's bar, in order, with their labels (dlrig.profile's host phases on a CPU
 # run; the GPU's use of the step's wall time where there is a GPU).
-PROFILE_GPU_PARTS = (
-    ("compute", "compute"),
-    ("communication_exposed", "communication (exposed)"),
-    ("memcpy", "copies"),
-    ("idle_data_wait", "idle: waiting for data"),
-    ("idle_host", "idle: host, launches, syncs"),
-)
-PROFILE_HOST_PHASES = (
-    ("data_wait", "data wait"),
-    ("forward", "forward"),
-    ("backward", "backward"),
-    ("optimizer", "optimizer"),
-    ("other", "other"),
-)
+PROFILE_GPU_PARTS = tuple((part, PART_LABELS[part]) for part in GPU_PARTS)
+PROFILE_HOST_PHASES = tuple((phase, PART_LABELS[phase]) for phase in HOST_PHASES)
 
 
 def _profile_verdicts(document: dict[str, Any]) -> list[Verdict]:

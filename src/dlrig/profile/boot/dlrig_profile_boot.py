@@ -47,6 +47,12 @@ def rank() -> int | None:
     return None
 
 
+def first_recorded_step(wait: int, warmup: int) -> int:
+    """The first recorded optimizer step (1-based): after the cold one, `wait` unrecorded and
+    `warmup` thrown-away steps."""
+    return 1 + wait + warmup + 1
+
+
 def tag(rank_: int | None) -> str:
     """The files' name part: the rank, or the process id where no rank is known (several
     processes of one command must never write the same file)."""
