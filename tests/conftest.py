@@ -8,9 +8,11 @@ licences; see tests/fixtures/nvidia-smi/SOURCES.md) and real pastes from public 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -24,8 +26,66 @@ NVSMI = FIXTURES / "nvidia-smi"
 CORPUS = ROOT / "tests" / "corpus"
 
 
+class Ran(NamedTuple):
+    """What a dlrig run left: the same three fields as subprocess.CompletedProcess."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    return 1  # sys.exit("message") exits 1, as the interpreter does
+
+
 @pytest.fixture
-def run_dlrig():
+def run_dlrig(monkeypatch: pytest.MonkeyPatch):
+    """Run `dlrig` in this process through click's CliRunner isolation; returns a `Ran`.
+
+    The same entry point as the console script (`dlrig.cli.main.main`, which turns errors into
+    exit codes), with stdin, stdout, stderr and the environment swapped for the call. Tests where
+    a real process is the point (signals, pipes, children, lifecycle) use `run_dlrig_process`.
+    """
+    from click.testing import CliRunner
+
+    from dlrig import lifecycle
+    from dlrig.cli.main import main
+
+    monkeypatch.chdir(ROOT)
+
+    def run(*args: str, input: str | None = None, timeout: float | None = None, env=None):
+        # timeout is accepted for call sites shared with run_dlrig_process; an in-process run
+        # has no wall-clock limit (pytest-timeout still guards the test).
+        overrides: dict[str, str | None] = {"DLRIG_DEBUG": None}
+        overrides.update(env or {})
+        handlers = {signum: signal.getsignal(signum) for signum in lifecycle.STOP_SIGNALS}
+        runner = CliRunner()
+        code = 0
+        try:
+            with runner.isolation(input=input, env=overrides) as (out, err, _):
+                try:
+                    main(list(args))
+                except SystemExit as exc:
+                    code = _exit_code(exc.code)
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                stdout = out.getvalue().decode("utf-8", "replace")
+                stderr = err.getvalue().decode("utf-8", "replace")
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+        return Ran(code, stdout, stderr)
+
+    return run
+
+
+@pytest.fixture
+def run_dlrig_process():
     """Run the real `dlrig` console script in a subprocess; returns CompletedProcess."""
 
     def run(*args: str, input: str | None = None, timeout: float = 120, env: dict | None = None):

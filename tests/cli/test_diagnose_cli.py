@@ -61,25 +61,25 @@ def test_several_rank_files_as_one_run(run_dlrig):
     assert causes[:2] == ["cuda_oom", "nccl_timeout"]
 
 
-def test_wrapped_command_passes_output_and_diagnoses(run_dlrig):
+def test_wrapped_command_passes_output_and_diagnoses(run_dlrig_process):
     script = (
         "import sys; print('epoch 1 loss 0.5', flush=True); "
         "sys.stderr.write('RuntimeError: CUDA error: an illegal memory access was encountered\\n'); sys.exit(4)"
     )
-    done = run_dlrig("diagnose", "--", sys.executable, "-c", script)
+    done = run_dlrig_process("diagnose", "--", sys.executable, "-c", script)
     assert done.returncode == 4  # the command's own exit code
     assert done.stdout.startswith("epoch 1 loss 0.5")  # passed through unchanged
     assert "RuntimeError: CUDA error: an illegal memory access" in done.stderr
     assert "Illegal memory access on the GPU" in done.stderr
 
 
-def test_wrapped_command_success_and_unknown_failure(run_dlrig):
-    ok = run_dlrig("diagnose", "--", sys.executable, "-c", "print('done')")
+def test_wrapped_command_success_and_unknown_failure(run_dlrig_process):
+    ok = run_dlrig_process("diagnose", "--", sys.executable, "-c", "print('done')")
     assert ok.returncode == 0 and ok.stdout == "done\n"
-    unknown = run_dlrig("diagnose", "--", sys.executable, "-c", "import sys; sys.exit(7)")
+    unknown = run_dlrig_process("diagnose", "--", sys.executable, "-c", "import sys; sys.exit(7)")
     assert unknown.returncode == 7
     assert "No failure cause found" in unknown.stderr
-    missing = run_dlrig("diagnose", "--", "/no/such/command")
+    missing = run_dlrig_process("diagnose", "--", "/no/such/command")
     assert missing.returncode == 2
     assert "command not found" in missing.stderr
 
@@ -154,16 +154,18 @@ def test_a_pipe_is_read_without_dash(run_dlrig):
     assert empty.returncode == 2 and "no log given" in empty.stderr
 
 
-def test_wrapped_command_json_has_command_exit_code_and_signal(run_dlrig):
+def test_wrapped_command_json_has_command_exit_code_and_signal(run_dlrig_process):
     script = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
-    done = run_dlrig("diagnose", "--json", "--", sys.executable, "-c", script)
+    done = run_dlrig_process("diagnose", "--json", "--", sys.executable, "-c", script)
     assert done.returncode == 137
     document = json.loads(done.stdout)
     assert document["command"] == [sys.executable, "-c", script]
     assert document["exit_code"] == 137 and document["signal"] == "SIGKILL"
     # a bare kill -9 is not "no cause": the exit status is the evidence
     assert document["causes"][0]["cause"] == "cpu_oom_killed"
-    plain = run_dlrig("diagnose", "--json", "--", sys.executable, "-c", "import sys; sys.exit(7)")
+    plain = run_dlrig_process(
+        "diagnose", "--json", "--", sys.executable, "-c", "import sys; sys.exit(7)"
+    )
     assert json.loads(plain.stdout)["exit_code"] == 7
     assert json.loads(plain.stdout)["signal"] is None
 

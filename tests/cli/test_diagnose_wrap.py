@@ -139,15 +139,17 @@ def test_stop_signals_reach_the_command_even_when_dlrig_inherited_them_ignored(s
         process.wait(timeout=5)
 
 
-def test_options_after_the_log_and_after_double_dash_belong_to_the_command(run_dlrig, tmp_path):
+def test_options_after_the_log_and_after_double_dash_belong_to_the_command(
+    run_dlrig_process, tmp_path
+):
     log = tmp_path / "train.log"
     log.write_text("RuntimeError: CUDA error: out of memory\n")
-    done = run_dlrig("diagnose", str(log), "--json")
+    done = run_dlrig_process("diagnose", str(log), "--json")
     assert done.returncode in (0, 3), done.stderr
     assert done.stdout.lstrip().startswith("{")
     # After `--`, `--json` is the command's argument, not dlrig's.
     script = "import sys; print(sys.argv[1:]); sys.exit(0)"
-    done = run_dlrig("diagnose", "--", sys.executable, "-c", script, "--json")
+    done = run_dlrig_process("diagnose", "--", sys.executable, "-c", script, "--json")
     assert done.returncode == 0
     assert "['--json']" in done.stdout
 
@@ -162,19 +164,19 @@ def test_an_empty_log_is_bad_input_like_everywhere_else(run_dlrig, tmp_path):
     assert mixed.returncode == 2
 
 
-def test_json_with_a_command_keeps_stdout_for_the_document_alone(run_dlrig):
+def test_json_with_a_command_keeps_stdout_for_the_document_alone(run_dlrig_process):
     script = (
         "print('step 1 loss 2.3', flush=True)\n"
         "raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')\n"
     )
-    done = run_dlrig("diagnose", "--json", "--", sys.executable, "-c", script)
+    done = run_dlrig_process("diagnose", "--json", "--", sys.executable, "-c", script)
     assert done.returncode == 1
     document = __import__("json").loads(done.stdout)
     assert document["schema"] == "dlrig.diagnose"
     assert "step 1 loss 2.3" in done.stderr  # the command's output is still shown
 
 
-def test_the_status_line_quotes_the_command_as_it_ran(run_dlrig):
-    done = run_dlrig("diagnose", "--", "sh", "-c", "echo '[x]'; exit 5")
+def test_the_status_line_quotes_the_command_as_it_ran(run_dlrig_process):
+    done = run_dlrig_process("diagnose", "--", "sh", "-c", "echo '[x]'; exit 5")
     assert done.returncode == 5
     assert "`sh -c 'echo '\"'\"'[x]'\"'\"'; exit 5'` exited with 5" in done.stderr

@@ -76,20 +76,22 @@ def test_compare_two_runs(run_dlrig, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_command_that_never_steps_is_exit_2_or_its_own_code(run_dlrig):
-    _one_line_exit_2(run_dlrig("profile", "--", PYTHON, "-c", "import torch"))
-    failed = run_dlrig("profile", "--", PYTHON, "-c", "import sys; sys.exit(5)")
+def test_a_command_that_never_steps_is_exit_2_or_its_own_code(run_dlrig_process):
+    _one_line_exit_2(run_dlrig_process("profile", "--", PYTHON, "-c", "import torch"))
+    failed = run_dlrig_process("profile", "--", PYTHON, "-c", "import sys; sys.exit(5)")
     assert failed.returncode == 5
     assert "before its first profiled step" in failed.stderr
-    _one_line_exit_2(run_dlrig("profile", "--", "/nonexistent/python"))
+    _one_line_exit_2(run_dlrig_process("profile", "--", "/nonexistent/python"))
 
 
 @pytest.mark.slow
-def test_a_slow_dataloader_is_named_input_bound_and_the_fix_lowers_data_wait(run_dlrig, tmp_path):
+def test_a_slow_dataloader_is_named_input_bound_and_the_fix_lowers_data_wait(
+    run_dlrig_process, tmp_path
+):
     """A real CPU training loop under torch.profiler: with num_workers=0 each batch is loaded
     in the step (16 samples x 2 ms), so the step waits for data; with two workers the
     loading overlaps the step and the measured wait falls."""
-    slow = run_dlrig(
+    slow = run_dlrig_process(
         "profile", "--json", "--out", str(tmp_path / "w0"), "--", PYTHON, str(LOADER), "0", "12"
     )
     assert slow.returncode == 0, slow.stderr[-2000:]
@@ -102,7 +104,7 @@ def test_a_slow_dataloader_is_named_input_bound_and_the_fix_lowers_data_wait(run
     rank = before["ranks"][0]
     assert len(rank["steps"]) == 5 and rank["data_loader"] == "main process"
     wait_before = sum(s["host_ms"]["data_wait"] for s in rank["steps"]) / 5
-    fast = run_dlrig("profile", "--json", "--", PYTHON, str(LOADER), "2", "12")
+    fast = run_dlrig_process("profile", "--json", "--", PYTHON, str(LOADER), "2", "12")
     assert fast.returncode == 0, fast.stderr[-2000:]
     after = json.loads(fast.stdout)["ranks"][0]
     assert after["data_loader"] == "worker processes"
@@ -110,7 +112,7 @@ def test_a_slow_dataloader_is_named_input_bound_and_the_fix_lowers_data_wait(run
     assert wait_after < 0.7 * wait_before, (wait_before, wait_after)
     # the trace folder from the first run compares with the second's document
     (tmp_path / "after.json").write_text(fast.stdout)
-    compared = run_dlrig(
+    compared = run_dlrig_process(
         "profile", "compare", str(tmp_path / "w0"), str(tmp_path / "after.json"), "--json"
     )
     assert compared.returncode == 0, compared.stderr
@@ -119,12 +121,12 @@ def test_a_slow_dataloader_is_named_input_bound_and_the_fix_lowers_data_wait(run
 
 
 @pytest.mark.slow
-def test_spawned_ranks_without_rank_variables_get_a_trace_each(run_dlrig, tmp_path):
+def test_spawned_ranks_without_rank_variables_get_a_trace_each(run_dlrig_process, tmp_path):
     """torch.multiprocessing.spawn's workers learn their rank from init_process_group only:
     each still writes its own trace (named by torch.distributed's rank), the job succeeds."""
     script = ROOT / "tests" / "data" / "train_scripts" / "profile_spawn.py"
     env = {k: "" for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    done = run_dlrig(
+    done = run_dlrig_process(
         "profile", "--json", "--out", str(tmp_path), "--", PYTHON, str(script), "10", env=env
     )
     assert done.returncode == 0, done.stderr[-2000:]

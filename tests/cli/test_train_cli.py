@@ -25,8 +25,8 @@ ECHO = str(SCRIPTS / "echo_args.py")
 TIMEOUT_S = 300  # a process that starts torch, on a machine at a load of 10
 
 
-def test_json_envelope_with_the_runs_summary_and_options_after_the_script(run_dlrig):
-    done = run_dlrig("train", TINY, "--steps", "3", "--json", timeout=TIMEOUT_S)
+def test_json_envelope_with_the_runs_summary_and_options_after_the_script(run_dlrig_process):
+    done = run_dlrig_process("train", TINY, "--steps", "3", "--json", timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)  # the script's own stdout went to stderr
     assert list(document)[:2] == ["schema", "schema_version"]
@@ -40,16 +40,18 @@ def test_json_envelope_with_the_runs_summary_and_options_after_the_script(run_dl
     assert "dlrig.train: 3 steps, 24 samples" in done.stderr  # the run's own summary line
 
 
-def test_double_dash_passes_everything_and_the_scripts_exit_code_comes_back(run_dlrig):
+def test_double_dash_passes_everything_and_the_scripts_exit_code_comes_back(run_dlrig_process):
     # What is checked is dlrig's launcher, so the command needs no torch.
-    done = run_dlrig("train", "--", sys.executable, ECHO, "--steps", "2", "--json", "--exit", "3")
+    done = run_dlrig_process(
+        "train", "--", sys.executable, ECHO, "--steps", "2", "--json", "--exit", "3"
+    )
     assert done.returncode == 3, done.stderr
     # Its --json, not dlrig's: every word after -- reached it, and its stdout is stdout.
     assert json.loads(done.stdout) == {"argv": ["--steps", "2", "--json", "--exit", "3"]}
 
 
-def test_a_failing_command_keeps_its_code_and_json_has_no_summary(run_dlrig):
-    done = run_dlrig("train", "--json", "--", sys.executable, "-c", "raise SystemExit(5)")
+def test_a_failing_command_keeps_its_code_and_json_has_no_summary(run_dlrig_process):
+    done = run_dlrig_process("train", "--json", "--", sys.executable, "-c", "raise SystemExit(5)")
     assert done.returncode == 5
     document = json.loads(done.stdout)
     assert document["exit_code"] == 5 and document["summary"] is None
