@@ -209,7 +209,7 @@ def test_a_signal_releases_nvml_and_every_thread_of_the_live_view(monkeypatch) -
     try:
         timer.start()
         with pytest.raises(lifecycle.Stopped) as stopped:
-            monitor_cli._live(settings)
+            monitor_cli._watch(settings, "view", None, redraw=True)
     finally:
         timer.cancel()
         for signum, handler in previous.items():

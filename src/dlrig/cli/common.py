@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -112,9 +113,10 @@ def console(stderr: bool = False) -> Any:
 
 
 def console_wide() -> Any:
-    """The console; in files and pipes wide enough that table rows are never cut."""
+    """The console; in files and pipes wide enough that table rows are never cut (unless
+    COLUMNS says how wide)."""
     out = console()
-    if not out.is_terminal:
+    if not out.is_terminal and not os.environ.get("COLUMNS"):
         out.width = max(out.width, 150)
     return out
 

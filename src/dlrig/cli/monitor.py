@@ -8,15 +8,20 @@ options into calls and waits. Stopping is `dlrig.lifecycle`'s: SIGINT, SIGTERM a
 
 from __future__ import annotations
 
+import json
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from dlrig.cli.common import (
+    choice_option,
     console,
     console_wide,
+    integer_option,
     json_option,
     number_option,
     print_json,
@@ -57,29 +62,60 @@ ASSETS_EXIT = "Exit codes: 0 written; 2 the folder cannot be created or written.
 @click.group("monitor", invoke_without_command=True, epilog=MONITOR_EXIT)
 @source_options
 @click.option("--once", is_flag=True, help="Print one reading and exit (with --json for scripts).")
+@choice_option(
+    "--format",
+    "output_format",
+    choices=("view", "lines", "json"),
+    default="view",
+    help="view: the live view (redrawn on a terminal, a frame per sample in a pipe or file); "
+    "lines: one key=value line per GPU per sample; json: one document per sample per line.",
+)
+@integer_option("--count", min=1, help="Stop after this many samples (default: run until stopped).")
 @json_option
 @click.pass_context
-def monitor_command(ctx: click.Context, /, once: bool, as_json: bool, **values: Any) -> None:
+def monitor_command(
+    ctx: click.Context,
+    /,
+    once: bool,
+    output_format: str,
+    count: int | None,
+    as_json: bool,
+    **values: Any,
+) -> None:
     """Live view of the GPUs and the host, with a one-line reading of what it means.
 
     Subcommands: serve (Prometheus exporter), record (capture or history), report (history
     summary), assets (alert rules and Grafana dashboards). Source options (--replay,
     --interval, --gpu-index, ...) can be given here or to the subcommand."""
     if ctx.invoked_subcommand is not None:
-        if once:
-            raise InputError(
-                f"--once is for the live view, not `monitor {ctx.invoked_subcommand}`",
-                fix="drop --once, or drop the subcommand",
-            )
+        for given, name in (
+            (once, "--once"),
+            (count, "--count"),
+            (output_format != "view", "--format"),
+        ):
+            if given:
+                raise InputError(
+                    f"{name} is for the live view, not `monitor {ctx.invoked_subcommand}`",
+                    fix=f"drop {name}, or drop the subcommand",
+                )
         remember_group_values(ctx, {**values, "as_json": as_json})
         return
     if as_json and not once:
-        raise InputError("--json needs --once", fix="add --once for a single JSON reading")
+        raise InputError(
+            "--json needs --once",
+            fix="add --once for a single JSON reading, or use --format json for one per sample",
+        )
+    if once and (count is not None or output_format != "view"):
+        raise InputError(
+            "--once takes no --count or --format",
+            fix="use --once --json, or --count 1 --format ...",
+        )
     settings = source_settings(ctx, values)
     if once:
         _once(settings, as_json)
     else:
-        _live(settings)
+        redraw = output_format == "view" and console().is_terminal
+        _watch(settings, output_format, count, redraw)
 
 
 def _once(settings: SourceSettings, as_json: bool) -> None:
@@ -96,11 +132,25 @@ def _once(settings: SourceSettings, as_json: bool) -> None:
     console_wide().print(live.render(samples, title=info.description, note=info.note))
 
 
-def _live(settings: SourceSettings) -> None:
+def _samples(sampler: Any, interval: float, count: int | None) -> Iterator[Any]:
+    """Each new sample as the sampler takes it, `count` of them (None: until stopped)."""
+    last = 0
+    taken = 0
+    while count is None or taken < count:
+        sample = sampler.wait_for_sample(after=last, timeout=interval * 5)
+        if sample is not None and sample.sequence != last:
+            last = sample.sequence
+            taken += 1
+            yield sample
+
+
+def _watch(settings: SourceSettings, output_format: str, count: int | None, redraw: bool) -> None:
+    """Sample until stopped (or `count` samples): redrawn in place on a terminal (`redraw`),
+    else each sample written as it comes and flushed, so a pipe, `nohup` or `tee` sees it."""
     from rich.live import Live
 
     from dlrig import monitor
-    from dlrig.monitor import live
+    from dlrig.monitor import live, stream
 
     source = settings.open()
     try:
@@ -109,22 +159,27 @@ def _live(settings: SourceSettings) -> None:
         source.close()
         raise
     info = source.info
+    out = console_wide()
     try:
         sampler.start()
-        # Live hides the cursor and redraws in place; leaving the block (a signal's Stopped
-        # included) shows the cursor again and leaves the last frame on screen.
-        with Live(
-            live.render([], info.description),
-            console=console_wide(),
-            refresh_per_second=4,
-            screen=False,
-        ) as view:
-            last = 0
-            while True:
-                sample = sampler.wait_for_sample(after=last, timeout=settings.interval * 5)
-                if sample is not None and sample.sequence != last:
-                    last = sample.sequence
+        if redraw:
+            # Live hides the cursor and redraws in place; leaving the block (a signal's Stopped
+            # included) shows the cursor again and leaves the last frame on screen.
+            with Live(live.render([], info.description), console=out, refresh_per_second=4) as view:
+                for _sample in _samples(sampler, settings.interval, count):
                     view.update(live.render(sampler.history(), info.description, info.note))
+            return
+        for sample in _samples(sampler, settings.interval, count):
+            if output_format == "json":
+                readings = monitor.read_situation(sampler.history())
+                document = monitor.sample_document(sample, info, readings)
+                sys.stdout.write(json.dumps(document, separators=(",", ":")) + "\n")
+            elif output_format == "lines":
+                sys.stdout.write("".join(line + "\n" for line in stream.sample_lines(sample)))
+            else:
+                out.print(f"── {stream.timestamp(sample)} " + "─" * 20)
+                out.print(live.render(sampler.history(), info.description, info.note))
+            sys.stdout.flush()
     finally:
         sampler.stop()  # joins the sampler, closes the source (NVML shutdown)
 

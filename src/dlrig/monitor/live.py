@@ -3,10 +3,12 @@ the reading; where no GPU can be read, the reason in place of the GPU table."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from dlrig.machine.model import Gpu, MigDevice
+from dlrig.machine.model import Gpu
+from dlrig.monitor.columns import Column, lay_out, lines
 from dlrig.monitor.reading import Reading, read_situation
 from dlrig.monitor.sample import Sample
 
@@ -39,6 +41,11 @@ def _gib(value: int | None) -> str:
     return "?" if value is None else f"{value / 2**30:.1f}"
 
 
+def _number(value: float | None, unit: str = "") -> str:
+    # 0 is a reading (an idle SM clock), not a missing one.
+    return "?" if value is None else f"{value:.0f}{unit}"
+
+
 def _rate(previous: Sample | None, sample: Sample, attribute: str) -> float | None:
     if previous is None or previous.host is None or sample.host is None:
         return None
@@ -54,110 +61,229 @@ def _mb(rate: float | None) -> str:
     return "?" if rate is None else f"{rate / 1e6:.0f} MB/s"
 
 
-def _mig_row(mig: MigDevice) -> tuple[str, ...]:
-    """One MIG instance under its GPU: memory is per instance, utilisation is not reported."""
-    memory = (
-        mig.memory_used_bytes / mig.memory_total_bytes
-        if mig.memory_used_bytes is not None and mig.memory_total_bytes
-        else None
-    )
-    name = f"  └ MIG {mig.index}" + (f" {mig.profile}" if mig.profile else "")
-    instance = "" if mig.gpu_instance_id is None else f"GI {mig.gpu_instance_id}"
-    return (
-        name,
-        "n/a under MIG".center(17),
-        instance,
-        f"{bar(memory, 8)} {_gib(mig.memory_used_bytes)}/{_gib(mig.memory_total_bytes)} GiB",
-        "",
-        "",
-        "" if mig.sm_count is None else f"{mig.sm_count} SMs",
-        "",
-    )
+_VENDOR_WORDS = ("NVIDIA ", "GeForce ", "Tesla ", "Quadro ")
+
+
+def short_name(name: str) -> str:
+    """The model without the vendor's words: "NVIDIA GeForce RTX 4090" -> "RTX 4090"."""
+    for word in _VENDOR_WORDS:
+        name = name.replace(word, "")
+    return name.strip() or name
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One line of the GPU table: a GPU or a MIG instance under it, as texts."""
+
+    name: str
+    full_name: str
+    util: float | None = None  # for the bar
+    util_text: str = ""
+    video: str = ""
+    memory: float | None = None
+    memory_text: str = ""
+    power: str = ""
+    temp: str = ""
+    clocks: str = ""
+    pcie: str = ""
+    throttle: str = ""
+    history: tuple[float | None, ...] = ()
+    problem: str = ""  # LOST / HUNG / ERROR and why
+    drawn: bool = True  # bars and sparkline for this row (not for MIG or lost GPUs)
+
+
+def _gpu_rows(samples: Sequence[Sample]) -> list[_Row]:
+    sample = samples[-1]
+    rows: list[_Row] = []
+    for reading in sample.gpus:
+        g = reading.gpu
+        model = g.name if g else "?"
+        name, full = f"{reading.index} {short_name(model)}", f"{reading.index} {model}"
+        if not reading.up or g is None:
+            problem = f"{reading.status.upper()} {reading.error or ''}".strip()
+            rows.append(_Row(name, full, problem=problem, drawn=False))
+            continue
+        used, total = g.memory_used_bytes, g.memory_total_bytes
+        enc, dec = g.utilization_encoder_percent, g.utilization_decoder_percent
+        reasons = [r for r in g.clocks_event_reasons or () if r != "gpu_idle"]
+        limit = "" if not g.power_limit_watts else f"/{g.power_limit_watts:.0f}"
+        rows.append(
+            _Row(
+                name,
+                full,
+                util=g.utilization_gpu_percent,
+                util_text=_number(g.utilization_gpu_percent, "%"),
+                video="" if not (enc or dec) else f"{_number(enc, '%')}/{_number(dec, '%')}",
+                memory=used / total if used is not None and total else None,
+                memory_text=f"{_gib(used)}/{_gib(total)}",
+                power=f"{_number(g.power_draw_watts)}{limit}",
+                temp=_number(g.temperature_c, "°C"),
+                clocks=f"{_number(g.sm_clock_mhz)}/{_number(g.sm_clock_max_mhz)}",
+                pcie=f"Gen{g.pcie.gen_current or '?'} x{g.pcie.width_current or '?'}",
+                throttle=",".join(reasons),
+                history=tuple(_util_of(s, reading.index) for s in samples),
+            )
+        )
+        for mig in g.mig_devices:
+            used, total = mig.memory_used_bytes, mig.memory_total_bytes
+            label = f"  └ MIG {mig.index}" + (f" {mig.profile}" if mig.profile else "")
+            rows.append(
+                _Row(
+                    label,
+                    label,
+                    util_text="n/a",  # NVML reports no utilisation per MIG instance
+                    memory=used / total if used is not None and total else None,
+                    memory_text=f"{_gib(used)}/{_gib(total)}",
+                    clocks="" if mig.sm_count is None else f"{mig.sm_count} SMs",
+                    pcie="" if mig.gpu_instance_id is None else f"GI {mig.gpu_instance_id}",
+                    drawn=False,
+                )
+            )
+    return rows
+
+
+def _gpu_columns(rows: Sequence[_Row]) -> list[Column]:
+    def drawn(draw: Callable[[_Row, int], str]) -> Callable[[int], list[str]]:
+        return lambda width: [draw(row, width) if row.drawn else "" for row in rows]
+
+    def text(pick: Callable[[_Row], str]) -> list[str]:
+        return [pick(row) for row in rows]
+
+    columns = [
+        Column("GPU", text(lambda r: r.name), least=8, cut=True),
+        Column("util", text(lambda r: r.problem or r.util_text), right=True),
+        Column(
+            "",
+            drawn(lambda r, w: bar(None if r.util is None else r.util / 100, w)),
+            rank=3,
+            least=5,
+            most=20,
+        ),
+        Column("trend", drawn(lambda r, w: sparkline(r.history, w)), rank=5, least=8, most=40),
+        Column("mem GiB", text(lambda r: r.memory_text), right=True),
+        Column("", drawn(lambda r, w: bar(r.memory, w)), rank=4, least=4, most=16),
+        Column("power W", text(lambda r: r.power), right=True),
+        Column("temp", text(lambda r: r.temp), right=True),
+        Column("SM MHz", text(lambda r: r.clocks), right=True),
+        Column("PCIe", text(lambda r: r.pcie)),
+    ]
+    if any(r.video for r in rows):
+        columns.insert(2, Column("enc/dec", text(lambda r: r.video), right=True, rank=1))
+    if any(r.throttle for r in rows):
+        columns.append(Column("throttled", text(lambda r: r.throttle), rank=2, least=8, cut=True))
+    if any(r.name != r.full_name for r in rows):
+        # The full name ("0 NVIDIA GeForce RTX 4090") where there is room, else the short one:
+        # it grows with the numbers' rank, before any bar.
+        def names(width: int) -> list[str]:
+            return [r.full_name if len(r.full_name) <= width else r.name for r in rows]
+
+        columns[0] = Column(
+            "GPU",
+            names,
+            least=max(len(r.name) for r in rows),
+            most=max(len(r.full_name) for r in rows),
+        )
+    return columns
+
+
+def _gpu_table(rows: Sequence[_Row], width: int) -> list[Any]:
+    from rich.text import Text
+
+    layout = lay_out(_gpu_columns(rows), width)
+    if layout is None:
+        # Narrower than the numbers: one block per GPU, wrapped by the console.
+        return [Text(_block(r)) for r in rows]
+    header, *body = lines(layout)
+    out: list[Any] = [Text(header, style="bold")]
+    for row, line in zip(rows, body, strict=True):
+        out.append(Text(line, style="bold red" if row.problem else ""))
+    return out
+
+
+def _block(row: _Row) -> str:
+    if row.problem:
+        return f"GPU {row.full_name}  {row.problem}"
+    if not row.drawn and row.util_text == "n/a":  # a MIG instance
+        return f"{row.name}  mem {row.memory_text} GiB  {row.clocks}  {row.pcie}".rstrip()
+    parts = [
+        f"GPU {row.full_name}",
+        f"util {row.util_text}",
+        f"enc/dec {row.video}" if row.video else "",
+        f"mem {row.memory_text} GiB",
+        f"power {row.power} W",
+        row.temp,
+        f"SM {row.clocks} MHz",
+        row.pcie,
+        f"throttled {row.throttle}" if row.throttle else "",
+    ]
+    return "  ".join(part for part in parts if part)
+
+
+class LiveView:
+    """The live view of a sample history, laid out for the width it is drawn at (rich calls
+    `__rich_console__` on every refresh, so a resized terminal gets a new layout)."""
+
+    def __init__(self, samples: Sequence[Sample], title: str, note: str | None) -> None:
+        self.samples = tuple(samples)
+        self.title = title
+        self.note = note
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        from rich.text import Text
+
+        width = max(int(options.max_width), 20)
+        if not self.samples:
+            yield Text("waiting for the first sample…")
+            return
+        sample = self.samples[-1]
+        if not sample.gpus:
+            yield Text(f"{self.title}: {self.note or 'the source has no GPUs'}", style="yellow")
+        else:
+            yield Text(self.title, style="bold")
+            yield from _gpu_table(_gpu_rows(self.samples), width)
+        processes = process_lines(sample, width)
+        if processes:
+            yield Text("")
+            yield Text(processes[0], style="bold")
+            for line in processes[1:]:
+                yield Text(line)
+        if sample.host is not None:
+            previous = self.samples[-2] if len(self.samples) > 1 else None
+            yield Text("")
+            yield from (Text(line) for line in host_lines(sample, previous, width))
+        for reading_line in read_situation(self.samples)[:4]:
+            yield _reading_text(reading_line)
 
 
 def render(samples: Sequence[Sample], title: str = "dlrig monitor", note: str | None = None) -> Any:
-    """A rich renderable of the last sample, with sparklines from the earlier ones; `note`
-    says why there are no GPU readings (no NVML, no nvidia-smi)."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
+    """A rich renderable of the last sample, with sparklines from the earlier ones, laid out
+    for the console's width; `note` says why there are no GPU readings."""
+    return LiveView(samples, title, note)
 
-    if not samples:
-        return Text("waiting for the first sample…")
-    sample = samples[-1]
-    previous = samples[-2] if len(samples) > 1 else None
-    parts: list[Any] = []
-    if not sample.gpus:
-        parts.append(Text(f"{title}: {note or 'the source has no GPUs'}", style="yellow"))
-    gpus = Table(title=title, expand=True, title_justify="left")
-    gpus.add_column("GPU", no_wrap=True, min_width=8)
-    for column in ("util", "trend", "memory", "power", "temp", "clocks", "PCIe"):
-        gpus.add_column(column, no_wrap=True)
-    for reading in sample.gpus:
-        g = reading.gpu
-        name = f"{reading.index} {g.name.removeprefix('NVIDIA ') if g else '?'}"
-        if not reading.up or g is None:
-            gpus.add_row(
-                name,
-                Text(reading.status.upper(), style="bold red"),
-                reading.error or "",
-                "",
-                "",
-                "",
-                "",
-                "",
-            )
-            continue
-        history = [_util_of(s, reading.index) for s in samples]
-        util = g.utilization_gpu_percent
-        memory = (
-            g.memory_used_bytes / g.memory_total_bytes
-            if g.memory_used_bytes is not None and g.memory_total_bytes
-            else None
-        )
-        reasons = [r for r in g.clocks_event_reasons or () if r != "gpu_idle"]
-        gpus.add_row(
-            name,
-            f"{bar(None if util is None else util / 100)} {'' if util is None else f'{util:3.0f}%'}",
-            sparkline(history, width=20),
-            f"{bar(memory, 8)} {_gib(g.memory_used_bytes)}/{_gib(g.memory_total_bytes)} GiB",
-            (f"{g.power_draw_watts:.0f}" if g.power_draw_watts is not None else "?")
-            + (f"/{g.power_limit_watts:.0f} W" if g.power_limit_watts else " W"),
-            (f"{g.temperature_c:.0f}°C" if g.temperature_c is not None else "?")
-            + (f" {','.join(reasons)}" if reasons else ""),
-            f"{g.sm_clock_mhz or '?'}/{g.sm_clock_max_mhz or '?'} MHz",
-            f"Gen{g.pcie.gen_current or '?'} x{g.pcie.width_current or '?'}",
-        )
-        for mig in g.mig_devices:
-            gpus.add_row(*_mig_row(mig))
-    if sample.gpus:
-        parts.append(gpus)
-    processes = _process_rows(sample)
-    if processes:
-        table = Table(expand=True)
-        for column in ("GPU", "PID", "process", "container", "GPU memory"):
-            table.add_column(column, no_wrap=True)
-        for row in processes:
-            table.add_row(*row)
-        parts.append(table)
-    if sample.host is not None:
-        h = sample.host
-        busiest = max(h.cpu_percent_per_core, default=0.0)
-        parts.append(
-            Text(
-                f"host  CPU {bar(h.cpu_percent / 100, 10)} {h.cpu_percent:3.0f}% "
-                f"(busiest core {busiest:.0f}%, {len(h.cpu_percent_per_core)} cores)   "
-                f"RAM {_gib(h.memory_used_bytes)}/{_gib(h.memory_total_bytes)} GiB   "
-                f"/dev/shm {_gib(h.shm_used_bytes)}/{_gib(h.shm_total_bytes)} GiB   "
-                f"disk r {_mb(_rate(previous, sample, 'disk_read_bytes_total'))} "
-                f"w {_mb(_rate(previous, sample, 'disk_write_bytes_total'))}   "
-                f"net rx {_mb(_rate(previous, sample, 'network_receive_bytes_total'))} "
-                f"tx {_mb(_rate(previous, sample, 'network_transmit_bytes_total'))}"
-            )
-        )
-    for reading_line in read_situation(samples)[:4]:
-        parts.append(_reading_text(reading_line))
-    return Group(*parts)
+
+def host_lines(sample: Sample, previous: Sample | None, width: int) -> list[str]:
+    """The host row, in as many lines as the width needs (parts are never split)."""
+    h = sample.host
+    if h is None:
+        return []
+    busiest = max(h.cpu_percent_per_core, default=0.0)
+    parts = [
+        f"host CPU {bar(h.cpu_percent / 100, 10)} {h.cpu_percent:3.0f}% "
+        f"(busiest core {busiest:.0f}%, {len(h.cpu_percent_per_core)} cores)",
+        f"RAM {_gib(h.memory_used_bytes)}/{_gib(h.memory_total_bytes)} GiB",
+        f"/dev/shm {_gib(h.shm_used_bytes)}/{_gib(h.shm_total_bytes)} GiB",
+        f"disk r {_mb(_rate(previous, sample, 'disk_read_bytes_total'))} "
+        f"w {_mb(_rate(previous, sample, 'disk_write_bytes_total'))}",
+        f"net rx {_mb(_rate(previous, sample, 'network_receive_bytes_total'))} "
+        f"tx {_mb(_rate(previous, sample, 'network_transmit_bytes_total'))}",
+    ]
+    out: list[str] = []
+    for part in parts:
+        if out and len(out[-1]) + 3 + len(part) <= width:
+            out[-1] += "   " + part
+        else:
+            out.append(part if not out else "     " + part)
+    return out
 
 
 def _reading_text(reading: Reading) -> Any:
@@ -173,8 +299,9 @@ def _util_of(sample: Sample, index: int) -> float | None:
     return None
 
 
-def _process_rows(sample: Sample) -> list[tuple[str, str, str, str, str]]:
-    rows = []
+def process_lines(sample: Sample, width: int) -> list[str]:
+    """The processes on the GPUs: header and rows, the command name cut before any number."""
+    rows: list[tuple[str, ...]] = []
     for reading in sample.gpus:
         g: Gpu | None = reading.gpu
         if not reading.up or g is None or not g.processes:
@@ -187,9 +314,27 @@ def _process_rows(sample: Sample) -> list[tuple[str, str, str, str, str]]:
                 (
                     str(reading.index),
                     str(proc.pid),
-                    proc.name or "?",
+                    _gib(proc.used_memory_bytes),
                     container or "-",
-                    f"{_gib(proc.used_memory_bytes)} GiB",
+                    proc.name or "?",
                 )
             )
-    return rows
+    if not rows:
+        return []
+
+    def column(i: int) -> list[str]:
+        return [row[i] for row in rows]
+
+    layout = lay_out(
+        [
+            Column("GPU", column(0), right=True),
+            Column("PID", column(1), right=True),
+            Column("GiB", column(2), right=True),
+            Column("container", column(3), rank=2, least=9, cut=True),
+            Column("process", column(4), rank=1, least=7, cut=True),
+        ],
+        width,
+    )
+    if layout is None:
+        return [f"GPU {r[0]} pid {r[1]} {r[2]} GiB {r[4]}" for r in rows]
+    return lines(layout)
