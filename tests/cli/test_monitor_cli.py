@@ -66,6 +66,8 @@ def test_once_text_shows_gpu_processes_and_reading(run_dlrig) -> None:
         (["--count", "2", "record", "--replay", str(T4)], "--count is for the live view"),
         (["--once", "--count", "2", "--replay", str(T4)], "--once takes no --count or --format"),
         (["--format", "csv", "--replay", str(T4)], "'csv' is not one of"),
+        (["--sort", "sm", "serve", "--replay", str(T4)], "--sort is for the live view"),
+        (["--sort", "heat", "--once", "--replay", str(T4)], "'heat' is not one of"),
         (["assets"], "assets needs --out DIR"),
         (["report", "/nonexistent.db"], "no such history database"),
         (["report", str(H200)], "not a dlrig history database"),
@@ -279,6 +281,7 @@ _FAKE_SMI = textwrap.dedent(
     elif args == ["-q"]: want = (state, "query (-q)")
     elif args[0].startswith("--query-gpu="): want = (state, "query-gpu (csv")
     elif args[0].startswith("--query-compute-apps="): want = (state, "query-compute-apps")
+    elif args == ["pmon", "-c", "5"]: want = (state, "pmon")
     else: sys.exit("unexpected arguments: %r" % (args,))
     for section in sections:
         if section.state == want[0] and section.what.startswith(want[1]):

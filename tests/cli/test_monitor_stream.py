@@ -108,3 +108,25 @@ def test_the_frame_adapts_to_the_width_it_is_given(run_dlrig):
     for number in ("27/70", "40°C", "585/1590", "1.0/15.0", "Gen3 x8"):
         assert all(number in row for row in rows), rows
     assert len(rows[1]) > len(rows[0]) + 20, rows
+
+
+def test_the_process_list_sorted_and_filtered_from_the_command_line(run_dlrig):
+    encode = NVSMI / "rtx4080super-capture-idle-load.txt"  # two ffmpeg NVENC jobs under load
+    done = run_dlrig(
+        "monitor",
+        "--once",
+        "--replay",
+        str(encode),
+        "--replay-state",
+        "load",
+        "--filter",
+        "ffmpeg",
+        "--sort",
+        "sm",
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if "ffmpeg" in line]
+    # pmon's last rows: pid 5022 at SM 3 % / NVENC 55 %, pid 5021 at 2 % / 14 %.
+    assert [row[1] for row in rows] == ["5022", "5021"], done.stdout
+    assert rows[0][3:5] == ["3", "55/-"], done.stdout
+    assert "plasmashell" not in done.stdout

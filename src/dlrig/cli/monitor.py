@@ -39,6 +39,7 @@ from dlrig.cli.monitor_options import (
 )
 from dlrig.cli.monitor_record import record_capture, record_history
 from dlrig.errors import InputError
+from dlrig.monitor.processes import SORT_KEYS, ProcessOptions
 from dlrig.report import envelope
 
 _STOPPED = "130/143/129 stopped by SIGINT/SIGTERM/SIGHUP, after releasing NVML and the terminal"
@@ -71,6 +72,19 @@ ASSETS_EXIT = "Exit codes: 0 written; 2 the folder cannot be created or written.
     "lines: one key=value line per GPU per sample; json: one document per sample per line.",
 )
 @integer_option("--count", min=1, help="Stop after this many samples (default: run until stopped).")
+@choice_option(
+    "--sort",
+    choices=SORT_KEYS,
+    default="gpu",
+    help="Order of the process list: by GPU (then GPU memory), or by GPU memory, SM %, CPU %, "
+    "host RSS or run time (longest first), or pid.",
+)
+@click.option(
+    "--filter",
+    "process_filter",
+    metavar="TEXT",
+    help="Show only processes whose user, command or container contains TEXT.",
+)
 @json_option
 @click.pass_context
 def monitor_command(
@@ -79,6 +93,8 @@ def monitor_command(
     once: bool,
     output_format: str,
     count: int | None,
+    sort: str,
+    process_filter: str | None,
     as_json: bool,
     **values: Any,
 ) -> None:
@@ -92,6 +108,8 @@ def monitor_command(
             (once, "--once"),
             (count, "--count"),
             (output_format != "view", "--format"),
+            (sort != "gpu", "--sort"),
+            (process_filter is not None, "--filter"),
         ):
             if given:
                 raise InputError(
@@ -111,14 +129,15 @@ def monitor_command(
             fix="use --once --json, or --count 1 --format ...",
         )
     settings = source_settings(ctx, values)
+    processes = ProcessOptions(sort=sort, filter=process_filter)
     if once:
-        _once(settings, as_json)
+        _once(settings, as_json, processes)
     else:
         redraw = output_format == "view" and console().is_terminal
-        _watch(settings, output_format, count, redraw)
+        _watch(settings, output_format, count, redraw, processes)
 
 
-def _once(settings: SourceSettings, as_json: bool) -> None:
+def _once(settings: SourceSettings, as_json: bool, processes: ProcessOptions) -> None:
     from dlrig import monitor
     from dlrig.monitor import live
 
@@ -129,7 +148,7 @@ def _once(settings: SourceSettings, as_json: bool) -> None:
         print_json(monitor.sample_document(samples[-1], source.info, readings))
         return
     info = source.info
-    console_wide().print(live.render(samples, title=info.description, note=info.note))
+    console_wide().print(live.render(samples, info.description, info.note, processes))
 
 
 def _samples(sampler: Any, interval: float, count: int | None) -> Iterator[Any]:
@@ -144,7 +163,13 @@ def _samples(sampler: Any, interval: float, count: int | None) -> Iterator[Any]:
             yield sample
 
 
-def _watch(settings: SourceSettings, output_format: str, count: int | None, redraw: bool) -> None:
+def _watch(
+    settings: SourceSettings,
+    output_format: str,
+    count: int | None,
+    redraw: bool,
+    processes: ProcessOptions | None = None,
+) -> None:
     """Sample until stopped (or `count` samples): redrawn in place on a terminal (`redraw`),
     else each sample written as it comes and flushed, so a pipe, `nohup` or `tee` sees it."""
     from rich.live import Live
@@ -167,7 +192,9 @@ def _watch(settings: SourceSettings, output_format: str, count: int | None, redr
             # included) shows the cursor again and leaves the last frame on screen.
             with Live(live.render([], info.description), console=out, refresh_per_second=4) as view:
                 for _sample in _samples(sampler, settings.interval, count):
-                    view.update(live.render(sampler.history(), info.description, info.note))
+                    view.update(
+                        live.render(sampler.history(), info.description, info.note, processes)
+                    )
             return
         for sample in _samples(sampler, settings.interval, count):
             if output_format == "json":
@@ -178,7 +205,7 @@ def _watch(settings: SourceSettings, output_format: str, count: int | None, redr
                 sys.stdout.write("".join(line + "\n" for line in stream.sample_lines(sample)))
             else:
                 out.print(f"── {stream.timestamp(sample)} " + "─" * 20)
-                out.print(live.render(sampler.history(), info.description, info.note))
+                out.print(live.render(sampler.history(), info.description, info.note, processes))
             sys.stdout.flush()
     finally:
         sampler.stop()  # joins the sampler, closes the source (NVML shutdown)

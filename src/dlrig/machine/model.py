@@ -180,6 +180,13 @@ class GpuProcess:
     used_memory_bytes: int | None = None
     container_id: str | None = None  # docker/containerd/podman id from /proc/<pid>/cgroup
     kubernetes_pod_uid: str | None = None
+    # Under MIG: the GPU and compute instance the process runs in.
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    # NVML's per-process utilisation samples (the most recent one): SMs, encoder, decoder.
+    sm_percent: float | None = None
+    encoder_percent: float | None = None
+    decoder_percent: float | None = None
 
 
 @dataclass(frozen=True)

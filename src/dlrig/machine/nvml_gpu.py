@@ -12,6 +12,7 @@ the links, `nvidia-smi mig -lgi` the MIG instances.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +105,7 @@ def running_processes(nv: NvmlSession, handle: Any) -> tuple[GpuProcess, ...] | 
     """Compute and graphics processes on the GPU, with their container when they run in one."""
     found: dict[int, GpuProcess] = {}
     seen_any = False
+    use = process_utilisation(nv, handle)
     for kind, functions in (
         ("C", ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses")),
         (
@@ -122,6 +124,7 @@ def running_processes(nv: NvmlSession, handle: Any) -> tuple[GpuProcess, ...] | 
             # The PID is the host's; name it only when it is the same process here.
             here = holds_nvidia_device(pid) is not False
             container, pod = container_of_pid(pid) if here else (None, None)
+            sm, enc, dec = use.get(pid, (None, None, None))
             found[pid] = GpuProcess(
                 pid=pid,
                 name=_process_name(pid) if here else None,
@@ -129,8 +132,39 @@ def running_processes(nv: NvmlSession, handle: Any) -> tuple[GpuProcess, ...] | 
                 used_memory_bytes=int(used) if isinstance(used, int) else None,
                 container_id=container,
                 kubernetes_pod_uid=pod,
+                gpu_instance_id=_instance_id(getattr(proc, "gpuInstanceId", None)),
+                compute_instance_id=_instance_id(getattr(proc, "computeInstanceId", None)),
+                sm_percent=sm,
+                encoder_percent=enc,
+                decoder_percent=dec,
             )
     return tuple(found.values()) if seen_any else None
+
+
+def _instance_id(value: object) -> int | None:
+    # 0xFFFFFFFF (NVML's "invalid") outside MIG; older structs have no such field.
+    return value if isinstance(value, int) and 0 <= value < 0xFFFFFFFF else None
+
+
+PROCESS_SAMPLE_WINDOW_S = 5.0
+
+
+def process_utilisation(
+    nv: NvmlSession, handle: Any, now_unix: float | None = None
+) -> dict[int, tuple[float | None, float | None, float | None]]:
+    """pid -> (SM %, encoder %, decoder %) from NVML's most recent per-process sample.
+
+    The driver keeps a short buffer of samples; those newer than the window are asked for, and
+    each process's latest one is kept, as `nvidia-smi pmon` shows it. No sample (an idle
+    process, an old driver) is no entry."""
+    since = int(((time.time() if now_unix is None else now_unix) - PROCESS_SAMPLE_WINDOW_S) * 1e6)
+    samples = nv.get("nvmlDeviceGetProcessUtilization", handle, max(since, 0))
+    latest: dict[int, Any] = {}
+    for sample in samples or ():
+        pid = int(sample.pid)
+        if pid not in latest or int(sample.timeStamp) >= int(latest[pid].timeStamp):
+            latest[pid] = sample
+    return {pid: (float(s.smUtil), float(s.encUtil), float(s.decUtil)) for pid, s in latest.items()}
 
 
 def _process_name(pid: int) -> str | None:

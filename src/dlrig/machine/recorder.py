@@ -151,6 +151,12 @@ def record(
             state, "query-compute-apps (per-process)", apps_argv, _run(runner, apps_argv, timeout_s)
         ),
     ]
+    # Per-process SM and encoder/decoder use (five one-second samples, as the published
+    # captures hold); a GPU or driver without it just has no such section.
+    pmon_argv = (smi, "pmon", "-c", "5")
+    pmon = runner.run(pmon_argv, timeout_s + 5)
+    if pmon.ok:
+        parts.append(Section(state, "pmon (per-process monitor)", pmon_argv, pmon.stdout))
     if existing is None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         header = (

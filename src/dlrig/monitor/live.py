@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dlrig.machine.model import Gpu
 from dlrig.monitor.columns import Column, lay_out, lines
+from dlrig.monitor.processes import ProcessOptions, process_lines
 from dlrig.monitor.reading import Reading, read_situation
 from dlrig.monitor.sample import Sample
 
@@ -223,10 +223,17 @@ class LiveView:
     """The live view of a sample history, laid out for the width it is drawn at (rich calls
     `__rich_console__` on every refresh, so a resized terminal gets a new layout)."""
 
-    def __init__(self, samples: Sequence[Sample], title: str, note: str | None) -> None:
+    def __init__(
+        self,
+        samples: Sequence[Sample],
+        title: str,
+        note: str | None,
+        processes: ProcessOptions | None = None,
+    ) -> None:
         self.samples = tuple(samples)
         self.title = title
         self.note = note
+        self.processes = processes or ProcessOptions()
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         from rich.text import Text
@@ -241,7 +248,7 @@ class LiveView:
         else:
             yield Text(self.title, style="bold")
             yield from _gpu_table(_gpu_rows(self.samples), width)
-        processes = process_lines(sample, width)
+        processes = process_lines(sample, width, self.processes)
         if processes:
             yield Text("")
             yield Text(processes[0], style="bold")
@@ -255,10 +262,16 @@ class LiveView:
             yield _reading_text(reading_line)
 
 
-def render(samples: Sequence[Sample], title: str = "dlrig monitor", note: str | None = None) -> Any:
+def render(
+    samples: Sequence[Sample],
+    title: str = "dlrig monitor",
+    note: str | None = None,
+    processes: ProcessOptions | None = None,
+) -> Any:
     """A rich renderable of the last sample, with sparklines from the earlier ones, laid out
-    for the console's width; `note` says why there are no GPU readings."""
-    return LiveView(samples, title, note)
+    for the console's width; `note` says why there are no GPU readings; `processes` how the
+    process list is sorted and filtered."""
+    return LiveView(samples, title, note, processes)
 
 
 def host_lines(sample: Sample, previous: Sample | None, width: int) -> list[str]:
@@ -297,44 +310,3 @@ def _util_of(sample: Sample, index: int) -> float | None:
         if reading.index == index and reading.up and reading.gpu is not None:
             return reading.gpu.utilization_gpu_percent
     return None
-
-
-def process_lines(sample: Sample, width: int) -> list[str]:
-    """The processes on the GPUs: header and rows, the command name cut before any number."""
-    rows: list[tuple[str, ...]] = []
-    for reading in sample.gpus:
-        g: Gpu | None = reading.gpu
-        if not reading.up or g is None or not g.processes:
-            continue
-        for proc in g.processes:
-            container = (proc.container_id or "")[:12]
-            if proc.kubernetes_pod_uid:
-                container = f"pod {proc.kubernetes_pod_uid[:8]} {container}".strip()
-            rows.append(
-                (
-                    str(reading.index),
-                    str(proc.pid),
-                    _gib(proc.used_memory_bytes),
-                    container or "-",
-                    proc.name or "?",
-                )
-            )
-    if not rows:
-        return []
-
-    def column(i: int) -> list[str]:
-        return [row[i] for row in rows]
-
-    layout = lay_out(
-        [
-            Column("GPU", column(0), right=True),
-            Column("PID", column(1), right=True),
-            Column("GiB", column(2), right=True),
-            Column("container", column(3), rank=2, least=9, cut=True),
-            Column("process", column(4), rank=1, least=7, cut=True),
-        ],
-        width,
-    )
-    if layout is None:
-        return [f"GPU {r[0]} pid {r[1]} {r[2]} GiB {r[4]}" for r in rows]
-    return lines(layout)

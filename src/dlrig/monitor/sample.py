@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlrig.machine.host_metrics import HostSample
+from dlrig.machine.host_processes import HostProcess
 from dlrig.machine.model import Gpu
 from dlrig.machine.plain import to_plain as _to_plain
 
@@ -45,6 +46,8 @@ class Sample:
     host: HostSample | None
     xids: tuple[XidCount, ...]
     sequence: int
+    # The host's view of the GPUs' processes (live sources only; a replay's pids are not ours).
+    processes: tuple[HostProcess, ...] = ()
 
     def readable(self) -> tuple[Gpu, ...]:
         """GPUs read in this round."""

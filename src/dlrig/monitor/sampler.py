@@ -24,6 +24,7 @@ from dlrig.errors import InputError
 from dlrig.knowledge import xid as xid_table
 from dlrig.machine.gpu_source_base import GpuLost, GpuSource
 from dlrig.machine.host_metrics import HostMeter, HostSample
+from dlrig.machine.host_processes import HostProcess, ProcessMeter
 from dlrig.machine.model import Gpu, XidEvent
 from dlrig.machine.readers.kernel_log import event_unix
 from dlrig.monitor.sample import GpuReading, Sample, XidCount
@@ -131,6 +132,18 @@ def selected_gpus(source: GpuSource, gpu_indices: Sequence[int] | None) -> list[
     return sorted(set(gpu_indices))
 
 
+def named_here(gpus: Sequence[GpuReading]) -> set[int]:
+    """The pids of the GPUs' processes that NVML's reader could name on this host: one it could
+    not belongs to another PID namespace (a container), and its number here is someone else."""
+    return {
+        p.pid
+        for r in gpus
+        if r.up and r.gpu is not None
+        for p in r.gpu.processes or ()
+        if p.name is not None
+    }
+
+
 class Sampler:
     """Samples `source` in the background; `latest()` and listeners see each finished round.
 
@@ -154,6 +167,7 @@ class Sampler:
         # per direction) still answers; only a call stuck past it counts as hung.
         self.call_timeout_seconds = call_timeout_seconds
         self._host = HostMeter() if host else None
+        self._processes = ProcessMeter() if host else None
         self._workers = [_DeviceWorker(i, source.read_gpu) for i in indices]
         self._last_good: dict[int, Gpu] = {}
         self._xid = _XidState()
@@ -258,6 +272,7 @@ class Sampler:
                 if self.errors_total % 1000 == 1:
                     log.warning("host reading failed: %s", exc)
         gpus = tuple(readings[i] for i in sorted(readings))
+        processes = self._host_processes(gpus)
         self._count_xid(self.source.drain_xid(), gpus, started_wall)
         with self._lock:
             self._sequence += 1
@@ -268,6 +283,7 @@ class Sampler:
                 host=host,
                 xids=tuple(self._xid.counts.values()),
                 sequence=self._sequence,
+                processes=processes,
             )
             self._latest = sample
             self._history.append(sample)
@@ -280,6 +296,19 @@ class Sampler:
                 if self.listener_errors_total % 1000 == 1:
                     log.exception("sample listener failed (%d so far)", self.listener_errors_total)
         return sample
+
+    def _host_processes(self, gpus: tuple[GpuReading, ...]) -> tuple[HostProcess, ...]:
+        """The host's view of the processes NVML named here (a pid it could not name belongs
+        to another PID namespace and is not looked up)."""
+        if self._processes is None:
+            return ()
+        try:
+            return self._processes.read(named_here(gpus))
+        except Exception as exc:  # noqa: BLE001 - psutil in odd containers: no process details
+            self.errors_total += 1
+            if self.errors_total % 1000 == 1:
+                log.warning("process reading failed: %s", exc)
+            return ()
 
     def _reading(self, index: int, future: Future[Gpu]) -> GpuReading:
         if not future.done():

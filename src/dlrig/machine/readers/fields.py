@@ -87,6 +87,8 @@ PROCESS: dict[str, Read] = {
     "name": values.text,
     "kind": values.text,
     "used_memory_bytes": values.size_bytes,
+    "gpu_instance_id": values.integer,
+    "compute_instance_id": values.integer,
 }
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dlrig.machine.model import Driver, Gpu, Machine, Origin, OsInfo, replace
-from dlrig.machine.readers import nvsmi_csv, nvsmi_text, values
+from dlrig.machine.model import Driver, Gpu, GpuProcess, Machine, Origin, OsInfo, replace
+from dlrig.machine.readers import nvsmi_csv, nvsmi_pmon, nvsmi_text, values
 from dlrig.machine.readers.common import recorded_only_issues
 from dlrig.machine.readers.topology import topology
 
@@ -124,7 +124,29 @@ def gpus_for_state(sections: list[Section], state: str) -> tuple[Gpu, ...]:
             if gpus[i].processes is None or not gpus[i].processes:
                 found = by_gpu.get(gpu.uuid or "") or by_gpu.get(gpu.pci_bus_id or "")
                 gpus[i] = replace(gpu, processes=found or ())
+    pmon = _find(sections, state, "pmon")
+    if pmon is not None:
+        use = nvsmi_pmon.read(pmon.body)
+        for i, gpu in enumerate(gpus):
+            if gpu.processes:
+                gpus[i] = replace(
+                    gpu,
+                    processes=tuple(
+                        _with_use(p, use.get((gpu.index, p.pid))) for p in gpu.processes
+                    ),
+                )
     return tuple(gpus)
+
+
+def _with_use(process: GpuProcess, use: nvsmi_pmon.ProcessUse | None) -> GpuProcess:
+    if use is None:
+        return process
+    return replace(
+        process,
+        sm_percent=use.sm_percent,
+        encoder_percent=use.encoder_percent,
+        decoder_percent=use.decoder_percent,
+    )
 
 
 def read(text: str, path: str | None, state: str | None = None) -> Machine:

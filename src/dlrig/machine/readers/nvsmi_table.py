@@ -109,6 +109,11 @@ def _processes(lines: list[str], header_at: int) -> dict[int, list[GpuProcess]]:
                 kind=words[skip + 1],
                 name=" ".join(words[skip + 2 : -1]) or None,
                 used_memory_bytes=int(size.group("size")) * 1024**2 if size else None,
+                # "GI ID" and "CI ID" under MIG; "N/A" without it
+                gpu_instance_id=int(words[1]) if with_instances and words[1].isdigit() else None,
+                compute_instance_id=(
+                    int(words[2]) if with_instances and words[2].isdigit() else None
+                ),
             )
         )
     return found

@@ -154,11 +154,27 @@ def _processes(gpu: Node) -> tuple[GpuProcess, ...] | None:
     if node is None:
         return None
     found = []
-    for proc in node.all("Process ID"):
-        pid = values.integer(proc.value)
+    # Under MIG each "Process ID" is preceded, at its own level, by its GPU and compute
+    # instance ("GPU instance ID : 2", "Compute instance ID : 0"); "N/A" without MIG.
+    instance: dict[str, int | None] = {}
+    for child in node.children:
+        label = child.label.lower()
+        if label in ("gpu instance id", "compute instance id"):
+            instance[label] = values.integer(child.value)
+            continue
+        if label != "process id":
+            continue
+        pid = values.integer(child.value)
         if pid is None:
             continue
-        found.append(GpuProcess(pid=pid, **_under(proc, fields.PROCESS, _PROCESS_LABELS)))
+        found.append(
+            GpuProcess(
+                pid=pid,
+                **_under(child, fields.PROCESS, _PROCESS_LABELS),
+                gpu_instance_id=instance.pop("gpu instance id", None),
+                compute_instance_id=instance.pop("compute instance id", None),
+            )
+        )
     return tuple(found)
 
 

@@ -173,7 +173,13 @@ def _mig_devices(gpu: ET.Element) -> tuple[MigDevice, ...]:
     return tuple(devices)
 
 
-_PROCESS_PATHS = {"name": "process_name", "kind": "type", "used_memory_bytes": "used_memory"}
+_PROCESS_PATHS = {
+    "name": "process_name",
+    "kind": "type",
+    "used_memory_bytes": "used_memory",
+    "gpu_instance_id": "gpu_instance_id",
+    "compute_instance_id": "compute_instance_id",
+}
 
 
 def _processes(gpu: ET.Element) -> tuple[GpuProcess, ...] | None:

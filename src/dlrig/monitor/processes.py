@@ -1,0 +1,213 @@
+"""The live view's process list: each GPU process with what NVML and the host know of it.
+
+NVML gives the pid, GPU memory, the MIG instance and (from its utilisation samples) SM and
+video-engine use; the host adds user, CPU %, resident memory, run time and the command line
+(`dlrig.machine.host_processes`, live sources only). Sorted and filtered as `--sort` and
+`--filter` say; laid out like the GPU table, numbers whole and the command cut first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dlrig.machine.host_processes import HostProcess
+from dlrig.machine.model import GpuProcess
+from dlrig.monitor.columns import Column, lay_out, lines
+from dlrig.monitor.sample import Sample
+
+SORT_KEYS = ("gpu", "gpu-memory", "sm", "cpu", "rss", "time", "pid")
+
+
+@dataclass(frozen=True)
+class ProcessOptions:
+    sort: str = "gpu"  # one of SORT_KEYS
+    filter: str | None = None  # kept where user, command, name or container contains it
+
+
+@dataclass(frozen=True)
+class _Proc:
+    gpu: int
+    process: GpuProcess
+    host: HostProcess | None
+
+    @property
+    def command(self) -> str:
+        if self.host is not None and self.host.command:
+            return self.host.command
+        return self.process.name or "?"
+
+    @property
+    def container(self) -> str:
+        container = (self.process.container_id or "")[:12]
+        if self.process.kubernetes_pod_uid:
+            container = f"pod {self.process.kubernetes_pod_uid[:8]} {container}".strip()
+        return container
+
+
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / 2**30:.1f}"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def elapsed(seconds: float | None) -> str:
+    """Run time as ps's etime writes it: 45s, 12:34, 3:12:34, 2d03h."""
+    if seconds is None:
+        return "-"
+    seconds = max(int(seconds), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours == 0:
+        return f"{minutes}:{secs:02d}"
+    days, hours = divmod(hours, 24)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if days == 0 else f"{days}d{hours:02d}h"
+
+
+def _sort_key(options: ProcessOptions, now: float) -> Callable[[_Proc], tuple[Any, ...]]:
+    def descending(value: float | None) -> float:
+        return -(value if value is not None else -1.0)
+
+    keys: dict[str, Callable[[_Proc], tuple[Any, ...]]] = {
+        "gpu": lambda p: (p.gpu, descending(p.process.used_memory_bytes), p.process.pid),
+        "gpu-memory": lambda p: (descending(p.process.used_memory_bytes), p.gpu),
+        "sm": lambda p: (descending(p.process.sm_percent), p.gpu),
+        "cpu": lambda p: (descending(p.host.cpu_percent if p.host else None), p.gpu),
+        "rss": lambda p: (descending(p.host.rss_bytes if p.host else None), p.gpu),
+        "time": lambda p: (p.host.started_unix if p.host and p.host.started_unix else now, p.gpu),
+        "pid": lambda p: (p.process.pid, p.gpu),
+    }
+    return keys[options.sort]
+
+
+def select(sample: Sample, options: ProcessOptions) -> list[_Proc]:
+    """The processes of the sample, filtered and sorted."""
+    hosts = {h.pid: h for h in sample.processes}
+    found = [
+        _Proc(reading.index, process, hosts.get(process.pid))
+        for reading in sample.gpus
+        if reading.up and reading.gpu is not None
+        for process in reading.gpu.processes or ()
+    ]
+    if options.filter:
+        needle = options.filter.lower()
+        found = [
+            p
+            for p in found
+            if needle
+            in " ".join(
+                (
+                    p.command,
+                    p.process.name or "",
+                    p.container,
+                    (p.host.user if p.host else "") or "",
+                )
+            ).lower()
+        ]
+    return sorted(found, key=_sort_key(options, sample.timestamp_unix))
+
+
+def process_lines(sample: Sample, width: int, options: ProcessOptions | None = None) -> list[str]:
+    """The header and one line per process, for `width` columns; [] when there are none."""
+    options = options or ProcessOptions()
+    procs = select(sample, options)
+    if not procs:
+        if options.filter and any(r.gpu and r.gpu.processes for r in sample.gpus):
+            return [f"no GPU process matches --filter {options.filter!r}"]
+        return []
+    now = sample.timestamp_unix or time.time()
+    host = any(p.host is not None for p in procs)
+
+    def cells(pick: Callable[[_Proc], str]) -> list[str]:
+        return [pick(p) for p in procs]
+
+    columns = [
+        Column("GPU", cells(lambda p: str(p.gpu)), right=True),
+        Column("PID", cells(lambda p: str(p.process.pid)), right=True),
+        Column("GPU GiB", cells(lambda p: _gib(p.process.used_memory_bytes)), right=True),
+        Column("SM%", cells(lambda p: _percent(p.process.sm_percent)), right=True, rank=1),
+        Column("command", cells(lambda p: p.command), rank=1, least=7, cut=True),
+    ]
+    if any(p.process.gpu_instance_id is not None for p in procs):
+        columns.insert(
+            1,
+            Column(
+                "GI/CI",
+                cells(
+                    lambda p: (
+                        f"{p.process.gpu_instance_id}/{p.process.compute_instance_id}"
+                        if p.process.gpu_instance_id is not None
+                        else "-"
+                    )
+                ),
+                right=True,
+            ),
+        )
+    if any(
+        p.process.encoder_percent is not None or p.process.decoder_percent is not None
+        for p in procs
+    ):
+        columns.insert(
+            -1,
+            Column(
+                "enc/dec%",
+                cells(
+                    lambda p: (
+                        f"{_percent(p.process.encoder_percent)}/{_percent(p.process.decoder_percent)}"
+                    )
+                ),
+                right=True,
+                rank=2,
+            ),
+        )
+    if host:
+        columns[-1:-1] = [
+            Column(
+                "user",
+                cells(lambda p: (p.host.user if p.host else None) or "-"),
+                rank=3,
+                least=4,
+                cut=True,
+            ),
+            Column(
+                "CPU%",
+                cells(lambda p: _percent(p.host.cpu_percent if p.host else None)),
+                right=True,
+                rank=1,
+            ),
+            Column(
+                "RSS GiB",
+                cells(lambda p: _gib(p.host.rss_bytes) if p.host else "-"),
+                right=True,
+                rank=2,
+            ),
+            Column(
+                "time",
+                cells(
+                    lambda p: (
+                        elapsed(now - p.host.started_unix)
+                        if p.host and p.host.started_unix
+                        else "-"
+                    )
+                ),
+                right=True,
+                rank=3,
+            ),
+        ]
+    if any(p.container for p in procs):
+        columns.insert(
+            -1, Column("container", cells(lambda p: p.container or "-"), rank=4, least=9, cut=True)
+        )
+    layout = lay_out(columns, width)
+    if layout is None:
+        return [
+            f"GPU {p.gpu} pid {p.process.pid} {_gib(p.process.used_memory_bytes)} GiB {p.command}"
+            for p in procs
+        ]
+    return lines(layout)
