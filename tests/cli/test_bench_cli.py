@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
 
+PROGRESS = re.compile(r"^dlrig: +\d+% ")
+
 
 def _one_line_error(result: subprocess.CompletedProcess, code: int = 2) -> str:
     assert result.returncode == code, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
+    # Progress lines (off a terminal, after a second) come before the error; the error is one.
+    lines = [line for line in result.stderr.strip().splitlines() if not PROGRESS.match(line)]
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     return lines[0]
 
@@ -34,6 +38,17 @@ def test_json_document_and_plots(run_dlrig, tmp_path) -> None:
     assert json.loads((out / "bench.json").read_text()) == document
     assert {p.name for p in out.glob("*.png")} == {"compute.png", "comms.png", "storage.png"}
     assert not list(tmp_path.glob(".dlrig-bench-*"))  # the test file is gone
+
+
+def test_off_a_terminal_progress_is_a_line_per_stage_and_tenth(run_dlrig) -> None:
+    # Before, `bench` printed nothing off a terminal until it ended, minutes later.
+    result = run_dlrig("bench", "compute", "memory", "--quick", "--json")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if PROGRESS.match(line)]
+    assert lines, result.stderr
+    assert len(lines) <= 2 * 11, lines  # each stage, and each tenth of the work, at most once
+    assert any(" memory" in line for line in lines), lines
+    assert all(line.rstrip().endswith(("s)", "left)")) for line in lines), lines
 
 
 def test_text_report_gives_the_dataloader_line(run_dlrig) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import platform
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,44 @@ def test_compute_on_cpu_measures_each_dtype_over_sizes() -> None:
         assert r.unit == "TFLOP/s" and r.value is not None and r.value > 0
         assert set(r.detail["tflops_by_size"]) == {"64", "128"}
         assert r.verdict == "info" and r.expected is None  # the catalogue has no CPU peaks
+
+
+def test_a_budget_leaves_out_the_sizes_it_cannot_afford() -> None:
+    # 0.3 s for two dtypes: an 8192² matmul (1.1 TFLOP) takes over 0.1 s on any CPU, and a size
+    # runs only where three of them fit in what is left of the dtype's share.
+    found = compute.run(
+        pick("cpu"), sizes=(64, 256, 1024, 8192), seconds_per_size=0.05, budget_seconds=0.3
+    )
+    for r in found:
+        assert r.value is not None and "64" in r.detail["tflops_by_size"]
+        assert 8192 in r.detail["left_out_sizes"], r.detail
+        assert "left out: predicted past the" in (r.note or "")
+
+
+def test_a_size_is_predicted_from_the_last_by_n_cubed() -> None:
+    last = compute.Timing(tflops=1.0, seconds_per_matmul=0.1, elapsed=0.2)
+    assert compute._fits(last, 1024, 2048, left=2.5)  # 0.8 s each, three of them: 2.4 s
+    assert not compute._fits(last, 1024, 2048, left=2.3)
+    assert compute._fits(None, 1024, 2048, left=0.0)  # the first size always runs
+    assert compute._fits(last, 1024, 2048, left=None)  # no budget
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="oneDNN's ISA cap is an x86 switch")
+def test_a_dtype_the_cpu_only_emulates_is_said_so() -> None:
+    # oneDNN held to AVX2 has no native bf16 (AVX512-BF16/AMX), as on CPUs without it.
+    code = (
+        "from dlrig.bench import compute; from dlrig.bench.device import pick; "
+        "r = compute.run(pick('cpu'), sizes=(256,), seconds_per_size=0.05)[1]; print(r.note)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"},
+        check=True,
+    )
+    assert "no native bf16 on this device (emulated)" in done.stdout, done.stdout
 
 
 def test_compute_figures_keep_significant_digits_whatever_the_scale() -> None:

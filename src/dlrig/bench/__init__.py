@@ -40,6 +40,14 @@ __all__ = [
     "storage",
 ]
 
+# `--quick`: all parts within a minute on any machine, start-up included. The two parts whose
+# length depends on the machine (a dtype it emulates, a slow decoder) measure inside a share,
+# warm-ups included; the others are short by construction (one copy, three message sizes, a
+# 256 MiB test file and 2 s of random reads).
+QUICK_SECONDS = {"compute": 15.0, "dataloader": 15.0}
+QUICK_STORAGE_BYTES = 256 << 20
+QUICK_RANDOM_SECONDS = 2.0
+
 SCHEMA_NAME = "dlrig.bench"
 SCHEMA_VERSION = 1
 PARTS = ("compute", "memory", "comms", "storage", "dataloader", "pack")
@@ -56,7 +64,7 @@ class BenchOptions:
     dataset: str | None = None  # dataloader: module:factory; None = synthetic images
     batch_size: int = 64
     processes: int | None = None  # comms: local ranks (default: GPUs, or 2 on the CPU)
-    quick: bool = False  # fewer sizes and shorter trials
+    quick: bool = False  # each part within its share of a minute (QUICK_SECONDS)
 
 
 @dataclass
@@ -97,7 +105,12 @@ def _run_part(
         return pack.run_part(options.path, options.quick, step)
     if part == "compute":
         assert device is not None
-        return compute.run(device, seconds_per_size=0.2 if options.quick else 0.5, progress=step)
+        return compute.run(
+            device,
+            seconds_per_size=0.2 if options.quick else 0.5,
+            progress=step,
+            budget_seconds=QUICK_SECONDS["compute"] if options.quick else None,
+        )
     if part == "memory":
         assert device is not None
         return memory.run(device, _gpu_of(machine, device), progress=step)
@@ -128,10 +141,11 @@ def _run_part(
                     note="give --path DATASET_DIR to measure the storage the data is on",
                 )
             ]
+        quick = options.quick
         return storage.run(
             options.path,
-            options.size_bytes,
-            options.random_seconds,
+            min(options.size_bytes, QUICK_STORAGE_BYTES) if quick else options.size_bytes,
+            min(options.random_seconds, QUICK_RANDOM_SECONDS) if quick else options.random_seconds,
             with_fio=options.with_fio,
             progress=step,
         )
@@ -143,6 +157,7 @@ def _run_part(
         trial_seconds=0.5 if options.quick else 1.5,
         batches_per_epoch=4 if options.quick else 10,
         progress=step,
+        budget_seconds=QUICK_SECONDS["dataloader"] if options.quick else None,
     )
     report.searches["dataloader"] = search
     return results

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from dlrig.bench.device import BenchDevice, torch_module
 from dlrig.bench.results import BenchResult, Progress, judged, no_progress
@@ -79,27 +79,42 @@ def significant(tflops: float, digits: int = 4) -> float:
     return float(f"{tflops:.{digits}g}")
 
 
-def _time_tflops(torch: Any, device: BenchDevice, dtype: str, n: int, seconds: float) -> float:
+class Timing(NamedTuple):
+    tflops: float
+    seconds_per_matmul: float
+    elapsed: float  # warm-up included: what the size cost the budget
+
+
+def _time_tflops(
+    torch: Any, device: BenchDevice, dtype: str, n: int, seconds: float, warmups: int = 3
+) -> Timing:
     if device.kind == "cuda":
         # Events record on the current device's stream: make it the measured GPU's.
         with torch.cuda.device(device.index):
-            return _timed(torch, device, dtype, n, seconds)
-    return _timed(torch, device, dtype, n, seconds)
+            return _timed(torch, device, dtype, n, seconds, warmups)
+    return _timed(torch, device, dtype, n, seconds, warmups)
 
 
-def _timed(torch: Any, device: BenchDevice, dtype: str, n: int, seconds: float) -> float:
+def _timed(
+    torch: Any, device: BenchDevice, dtype: str, n: int, seconds: float, warmups: int
+) -> Timing:
+    began = time.perf_counter()
     _, _, matmul = _operands(torch, device, dtype, n)
     flops = 2.0 * n**3
-    for _ in range(3):
+    for _ in range(warmups):
         matmul()
     device.synchronize()
+    warm = (time.perf_counter() - began) / max(warmups, 1)  # a first guess at one matmul
     if device.kind == "cuda":
-        # Launch batches between events until the time budget is spent.
+        # Launch batches between events until the time budget is spent; a batch never much
+        # longer than what is left of it.
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        batch = 10
         total_ms = 0.0
         count = 0
-        while total_ms < seconds * 1000:
+        per_call = warm
+        while total_ms < seconds * 1000 or count == 0:
+            left = max(seconds - total_ms / 1000, per_call)
+            batch = max(1, min(10, int(left / max(per_call, 1e-6))))
             start.record()
             for _ in range(batch):
                 matmul()
@@ -107,13 +122,31 @@ def _timed(torch: Any, device: BenchDevice, dtype: str, n: int, seconds: float) 
             end.synchronize()
             total_ms += start.elapsed_time(end)
             count += batch
-        return flops * count / (total_ms / 1000) / 1e12
+            per_call = total_ms / 1000 / count
+        return Timing(
+            flops * count / (total_ms / 1000) / 1e12, per_call, time.perf_counter() - began
+        )
     started = time.perf_counter()
     count = 0
-    while time.perf_counter() - started < seconds:
+    while time.perf_counter() - started < seconds or count == 0:
         matmul()
         count += 1
-    return flops * count / (time.perf_counter() - started) / 1e12
+    took = time.perf_counter() - started
+    return Timing(flops * count / took / 1e12, took / count, time.perf_counter() - began)
+
+
+# A dtype this much slower per FLOP than fp32 at the same size has no native support here
+# (bf16 on a CPU without AVX512-BF16/AMX is emulated: 100x and more).
+EMULATED_AT = 4.0
+
+
+def _fits(previous: Timing | None, previous_n: int, n: int, left: float | None) -> bool:
+    """Whether size n, predicted from the last size by N³, fits in what is left of the budget
+    (one warm-up and two timed matmuls at least)."""
+    if left is None or previous is None:
+        return True
+    predicted = previous.seconds_per_matmul * (n / previous_n) ** 3
+    return 3 * predicted <= left
 
 
 def run(
@@ -122,23 +155,44 @@ def run(
     seconds_per_size: float = 0.5,
     dtypes: tuple[str, ...] | None = None,
     progress: Progress = no_progress,
+    budget_seconds: float | None = None,
 ) -> list[BenchResult]:
+    """Best matmul TFLOP/s per dtype. With `budget_seconds` the whole part fits in it, warm-ups
+    included: each dtype gets an equal share, and a size runs only where the last size's time
+    scaled by N³ says it fits (so a slow dtype stops at a small size instead of running for
+    minutes)."""
     torch = torch_module()
     sizes = sizes or (GPU_SIZES if device.kind == "cuda" else CPU_SIZES)
     chosen = dtypes or dtypes_for(device)
     results = []
     steps = len(chosen) * len(sizes)
     done = 0
-    for dtype in chosen:
+    fp32_first: Timing | None = None  # fp32 at the first size, to tell an emulated dtype
+    used = 0.0
+    for position, dtype in enumerate(chosen):
         per_size: dict[str, float] = {}
         error = None
+        # What the earlier dtypes left goes to the later ones.
+        share = (
+            None if budget_seconds is None else (budget_seconds - used) / (len(chosen) - position)
+        )
+        spent = 0.0
+        previous: Timing | None = None
+        previous_n = sizes[0]
+        left_out: list[int] = []
+        slower = None
         for n in sizes:
             progress(f"compute {dtype} {n}×{n}", done / steps)
             done += 1
+            left = None if share is None else share - spent
+            if left_out or not _fits(previous, previous_n, n, left):
+                left_out.append(n)
+                continue
+            trial = seconds_per_size if left is None else max(min(seconds_per_size, left / 3), 0.0)
             try:
                 with _tf32(torch, dtype == "tf32"):
-                    per_size[str(n)] = significant(
-                        _time_tflops(torch, device, dtype, n, seconds_per_size)
+                    timing = _time_tflops(
+                        torch, device, dtype, n, trial, warmups=3 if share is None else 1
                     )
             except (RuntimeError, TypeError, AttributeError) as exc:
                 # Out of memory at the largest size, or a dtype this build cannot multiply.
@@ -147,6 +201,15 @@ def run(
             finally:
                 if device.kind == "cuda":
                     torch.cuda.empty_cache()  # leave the memory to the next size and part
+            spent += timing.elapsed
+            per_size[str(n)] = significant(timing.tflops)
+            if n == sizes[0]:
+                if dtype == "fp32":
+                    fp32_first = timing
+                elif fp32_first is not None and timing.tflops > 0:
+                    slower = fp32_first.tflops / timing.tflops
+            previous, previous_n = timing, n
+        used += spent
         if not per_size:
             results.append(
                 BenchResult(
@@ -154,27 +217,51 @@ def run(
                 )
             )
             continue
-        best = max(per_size.values())
-        peak = device.spec.peak_tflops(dtype) if device.spec is not None else None
-        where = device.spec.id if device.spec is not None else device.name
-        note = (
-            f"best of N×N matmuls N={','.join(per_size)} on {where}"
-            + (f"; dense peak {peak:g} TFLOP/s from the GPU catalogue" if peak else "")
-            + ("; the catalogue has no CPU peaks" if device.kind == "cpu" else "")
-        )
-        results.append(
-            judged(
-                "compute",
-                f"{dtype}_matmul",
-                best,
-                "TFLOP/s",
-                peak,
-                OK_AT_PERCENT,
-                _FIX,
-                note,
-                cause="gpu_throttling",
-                detail={"tflops_by_size": per_size, **({"stopped": error} if error else {})},
-            )
-        )
+        results.append(_result(device, dtype, per_size, error, left_out, slower, share))
     progress("compute", 1.0)
     return results
+
+
+def _result(
+    device: BenchDevice,
+    dtype: str,
+    per_size: dict[str, float],
+    error: str | None,
+    left_out: list[int],
+    slower: float | None,
+    share: float | None,
+) -> BenchResult:
+    best = max(per_size.values())
+    peak = device.spec.peak_tflops(dtype) if device.spec is not None else None
+    where = device.spec.id if device.spec is not None else device.name
+    note = (
+        f"best of N×N matmuls N={','.join(per_size)} on {where}"
+        + (f"; dense peak {peak:g} TFLOP/s from the GPU catalogue" if peak else "")
+        + ("; the catalogue has no CPU peaks" if device.kind == "cpu" else "")
+    )
+    if slower is not None and slower >= EMULATED_AT:
+        note += (
+            f"; {slower:.0f}x slower than fp32 at N={next(iter(per_size))}: no native {dtype} "
+            "on this device (emulated), so it says little about training speed"
+        )
+    if left_out:
+        note += (
+            f"; N={','.join(map(str, left_out))} left out: predicted past the "
+            f"{share:.0f} s this dtype had (--quick)"
+        )
+    return judged(
+        "compute",
+        f"{dtype}_matmul",
+        best,
+        "TFLOP/s",
+        peak,
+        OK_AT_PERCENT,
+        _FIX,
+        note,
+        cause="gpu_throttling",
+        detail={
+            "tflops_by_size": per_size,
+            **({"stopped": error} if error else {}),
+            **({"left_out_sizes": left_out} if left_out else {}),
+        },
+    )

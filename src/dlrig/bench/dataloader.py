@@ -22,7 +22,7 @@ import os
 import random
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +84,7 @@ class SearchResult:
     trials: tuple[Trial, ...]
     seconds: float
     default: Trial | None = None  # num_workers=0, PyTorch's default
+    cut_short: bool = False  # the time budget ended the search before it had finished
 
     def throughput_of(self, settings: LoaderSettings) -> float | None:
         for trial in self.trials:
@@ -248,20 +249,49 @@ def worker_counts(cores: int) -> list[int]:
     return sorted(counts)
 
 
+class _OutOfTime(Exception):
+    """The next trial would go past the search's budget."""
+
+
 def search(
-    runner: TrialRunner, cores: int, cuda: bool, progress: Progress = no_progress
+    runner: TrialRunner,
+    cores: int,
+    cuda: bool,
+    progress: Progress = no_progress,
+    budget_seconds: float | None = None,
 ) -> SearchResult:
+    """The default settings, then workers, prefetch and pinning in turn. With `budget_seconds`
+    a trial starts only if one as long as the longest so far still fits; the best found by
+    then is the answer, and it says it was cut short."""
     started = time.perf_counter()
     done: dict[LoaderSettings, Trial] = {}
 
     def trial(settings: LoaderSettings) -> Trial:
         if settings not in done:
+            if budget_seconds is not None and done:
+                longest = max(t.seconds for t in done.values())
+                if time.perf_counter() - started + longest > budget_seconds:
+                    raise _OutOfTime
             progress(f"dataloader: {settings.label()}", min(len(done) / 10, 0.95))
             done[settings] = runner.run(settings)
         return done[settings]
 
+    default = trial(LoaderSettings(0, None, False, False))
+    try:
+        best = _improve(trial, default, cores, cuda)
+        cut_short = False
+    except _OutOfTime:
+        best = max(done.values(), key=lambda t: t.samples_per_s)
+        cut_short = True
+    seconds = time.perf_counter() - started
+    return SearchResult(best, tuple(done.values()), seconds, default, cut_short)
+
+
+def _improve(
+    trial: Callable[[LoaderSettings], Trial], default: Trial, cores: int, cuda: bool
+) -> Trial:
+
     pin = False
-    default = trial(LoaderSettings(0, None, pin, False))
     best = default
     counts = worker_counts(cores)
     stalls = 0
@@ -304,7 +334,7 @@ def search(
         )
         if pinned.samples_per_s > best.samples_per_s:
             best = pinned
-    return SearchResult(best, tuple(done.values()), time.perf_counter() - started, default)
+    return best
 
 
 def grid(
@@ -333,6 +363,7 @@ def run(
     trial_seconds: float = 1.5,
     batches_per_epoch: int = 10,
     progress: Progress = no_progress,
+    budget_seconds: float | None = None,
 ) -> tuple[list[BenchResult], SearchResult]:
     if batch_size < 1:
         raise InputError(f"--batch-size {batch_size} is not positive", fix="give a batch size >= 1")
@@ -350,7 +381,7 @@ def run(
     cores = (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     )
-    found = search(runner, cores, cuda_device is not None, progress)
+    found = search(runner, cores, cuda_device is not None, progress, budget_seconds)
     best = found.best
     default = found.default
     speedup = best.samples_per_s / default.samples_per_s if default else None
@@ -364,7 +395,13 @@ def run(
             fix=best.settings.line(batch_size, iterable),
             note=f"{label}; batch {batch_size}; {len(found.trials)} trials in "
             f"{found.seconds:.0f} s; {cores} CPU cores"
-            + (f"; {speedup:.1f}x the default num_workers=0" if speedup else ""),
+            + (f"; {speedup:.1f}x the default num_workers=0" if speedup else "")
+            + (
+                f"; the search stopped at its {budget_seconds:g} s budget (--quick): a longer "
+                "run may find better settings"
+                if found.cut_short
+                else ""
+            ),
             detail={
                 "settings": best.settings.kwargs(),
                 "trials": [

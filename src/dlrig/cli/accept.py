@@ -32,12 +32,20 @@ class _Progress:
 
     def __enter__(self) -> _Progress:
         if self.err.is_terminal:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self.bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
                 TimeElapsedColumn(),
+                TextColumn("left"),
+                TimeRemainingColumn(),
                 console=self.err,
                 transient=True,
             )

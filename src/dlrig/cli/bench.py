@@ -51,7 +51,13 @@ from dlrig.cli.common import (
     default=0,
     help="Which GPU of this machine, by index (compute, memory).",
 )
-@click.option("--quick", is_flag=True, help="Fewer sizes and shorter trials.")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="All parts within about a minute on any machine: compute and dataloader measure "
+    "inside 15 s each (sizes a slow dtype cannot afford are left out, with a note); a 256 MiB "
+    "storage file.",
+)
 @out_option("Write bench.json and PNG plots into DIR.", dest="out_dir")
 @json_option
 def bench_command(

@@ -123,18 +123,31 @@ def console_wide() -> Any:
 
 @contextlib.contextmanager
 def progress_bar(start: str, quiet: bool = False) -> Iterator[Callable[[str, float], None]]:
-    """A bar on stderr, shown only where stderr is a terminal, that the work drives by calling
-    `progress(label, fraction_done)`; it goes away when the work ends."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    """Progress of long work that calls `progress(label, fraction_done)`. On a terminal, a bar
+    on stderr with the time elapsed and an estimate of what is left, gone when the work ends.
+    Off one (a pipe, a log, CI), one line on stderr per stage (the label's first word) and per
+    tenth of the work, so a log shows where the time went without a line per step."""
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     err = console(stderr=True)
+    if quiet or not err.is_terminal:
+        with _progress_lines(quiet) as progress:
+            yield progress
+        return
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
         console=err,
         transient=True,
-        disable=quiet or not err.is_terminal,
     ) as bar:
         task = bar.add_task(start, total=1.0)
 
@@ -142,6 +155,32 @@ def progress_bar(start: str, quiet: bool = False) -> Iterator[Callable[[str, flo
             bar.update(task, description=label, completed=fraction)
 
         yield progress
+
+
+@contextlib.contextmanager
+def _progress_lines(quiet: bool) -> Iterator[Callable[[str, float], None]]:
+    import time
+
+    started = time.monotonic()
+    last: dict[str, Any] = {"stage": None, "tenth": -1}
+
+    def progress(label: str, fraction: float) -> None:
+        if quiet:
+            return
+        stage = label.split()[0] if label.split() else label
+        tenth = int(min(max(fraction, 0.0), 1.0) * 10)
+        elapsed = time.monotonic() - started
+        # Work that ends (or fails) within a second needs no log of its progress.
+        if elapsed < 1.0 or (stage == last["stage"] and tenth == last["tenth"]):
+            return
+        last["stage"], last["tenth"] = stage, tenth
+        left = ""
+        if 0.05 <= fraction < 1.0:
+            left = f", about {elapsed * (1 - fraction) / fraction:.0f} s left"
+        sys.stderr.write(f"dlrig: {fraction:4.0%} {label} ({elapsed:.0f} s{left})\n")
+        sys.stderr.flush()
+
+    yield progress
 
 
 class FiniteFloat(click.ParamType):  # type: ignore[type-arg]  # generic only in click >= 8.5
