@@ -3,6 +3,7 @@ logfmt line per GPU, or one JSON document per sample. Values are the recorded ca
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -130,3 +131,13 @@ def test_the_process_list_sorted_and_filtered_from_the_command_line(run_dlrig):
     assert [row[1] for row in rows] == ["5022", "5021"], done.stdout
     assert rows[0][3:5] == ["3", "55/-"], done.stdout
     assert "plasmashell" not in done.stdout
+
+
+def test_a_gzip_replay_reads_as_doctor_from_reads_it(run_dlrig, tmp_path):
+    # Before, monitor --replay refused a .gz that doctor --from read.
+    packed = tmp_path / "t4.xml.gz"
+    packed.write_bytes(gzip.compress(T4.read_bytes()))
+    done = run_dlrig("monitor", "--once", "--json", "--replay", str(packed))
+    assert done.returncode == 0, done.stderr
+    [gpu] = json.loads(done.stdout)["sample"]["gpus"]
+    assert gpu["gpu"]["name"] == "Tesla T4"

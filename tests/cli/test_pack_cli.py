@@ -135,3 +135,19 @@ def test_the_bench_command_has_a_pack_part(run_dlrig, tree: Path) -> None:
     assert any(r["test"] == "speedup_raw_cold_1p" for r in results)
     skipped = json.loads(run_dlrig("bench", "pack", "--json").stdout)["results"]
     assert [(r["test"], r["verdict"]) for r in skipped] == [("read", "skip")]
+
+
+def test_an_empty_file_is_refused_or_left_out_never_packed(run_dlrig, tree: Path) -> None:
+    # Before, a zero-byte "JPEG" was packed and then verified as intact.
+    empty = tree / sorted(p.name for p in tree.iterdir())[0] / "zz-empty.jpg"
+    empty.write_bytes(b"")
+    refused = run_dlrig("pack", str(tree), str(tree.parent / "a"))
+    assert refused.returncode == 2
+    assert f"{empty}: an empty sample (0 bytes)" in refused.stderr
+    assert "--skip-bad" in refused.stderr
+    skipped = run_dlrig("pack", "--json", "--skip-bad", str(tree), str(tree.parent / "b"))
+    assert skipped.returncode == 0, skipped.stderr
+    document = json.loads(skipped.stdout)
+    assert document["samples"] == 50, document  # the 50 images of the tree, not the empty file
+    verified = run_dlrig("pack", "--json", "verify", str(tree.parent / "b"))
+    assert json.loads(verified.stdout)["ok"] is True

@@ -84,3 +84,27 @@ def test_generated_sbatch_runs_ddp_across_both_nodes(slurm_cluster, tmp_path, ru
     assert len(losses) == 2
     expected = _reference_loss()
     assert all(abs(loss - expected) < 1e-4 for loss in losses), (losses, expected)
+
+
+def test_without_cpu_facts_the_request_fits_the_nodes_sinfo_reports(
+    slurm_cluster,  # noqa: F811
+    tmp_path,
+    run_dlrig,
+):
+    # Before, no facts meant --cpus-per-task=4 per process: on these 2-CPU nodes the job
+    # pended for ever ("Resources"). Now sinfo's smallest node caps it, and it runs.
+    shutil.copy(HERE / "ddp_train.py", tmp_path / "ddp_train.py")
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    result = run_dlrig(
+        "provision", "launch", "ddp_train.py", "--scheduler", "slurm", "--nodes", "2",
+        "--gpus-per-node", "1", "--torchrun", torchrun, "--time", "00:05:00",
+        "--out", str(tmp_path), "--json",
+        env=slurm_cluster.env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "train.sbatch").read_text()
+    cpus = int(re.search(r"#SBATCH --cpus-per-task=(\d+)", text).group(1))
+    assert cpus == slurm_cluster.cpus_per_node, text
+    assert "(sinfo)" in result.stdout
+    job = slurm_cluster.sbatch(tmp_path / "train.sbatch", cwd=tmp_path, timeout_s=150)
+    assert job.state == "COMPLETED", job.stdout + slurm_cluster.logs()

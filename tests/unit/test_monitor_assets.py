@@ -152,3 +152,23 @@ def test_counter_metadata_names_the_series_it_describes() -> None:
     assert "\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{" in dcgm  # dcgm-exporter's bare name
     assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total" not in dcgm
     assert "dlrig_gpu_info{" in dcgm  # identity and host metrics stay in DCGM mode
+
+
+@pytest.mark.parametrize(
+    ("dcgm_names", "encoder", "decoder", "value"),
+    [
+        (False, "dlrig_gpu_encoder_utilization_ratio", "dlrig_gpu_decoder_utilization_ratio", 0.12),
+        (True, "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL", 12.0),
+    ],
+)
+def test_the_video_engines_are_exported_in_both_namings(dcgm_names, encoder, decoder, value):
+    # nvidia-smi -q -d UTILIZATION of a GPU encoding video: "Encoder : 12 %", "Decoder : 0 %".
+    source = ReplaySource([NVSMI / "q-d-utilization-396.24-nvenc-busy.txt"])
+    source.advance(0.0)
+    gpu = source.read_gpu(0)
+    sample = Sample(1.0, 0.001, (GpuReading(0, "ok", gpu),), None, (), 1)
+    text = render(sample, source.info, ExporterOptions(dcgm_names=dcgm_names), object()).decode()
+    found = {
+        s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
+    }
+    assert found[encoder] == pytest.approx(value) and found[decoder] == 0.0

@@ -161,6 +161,27 @@ def test_env_torch_1_12_cu116_has_matching_companions_and_index_checked_against_
     shellcheck(tmp_path / "lock.sh")
 
 
+def test_environment_yml_keeps_pypi_for_the_other_packages():
+    # conda runs one pip install for the whole list: an --index-url there hid PyPI, and
+    # `conda env create` could not find transformers.
+    import yaml
+
+    bundle = provision.generate(
+        "env", facts(torch="2.6"), options=EnvOptions(packages=("transformers",))
+    )
+    document = yaml.safe_load(bundle.file("environment.yml").content)
+    [pip] = [d["pip"] for d in document["dependencies"] if isinstance(d, dict)]
+    assert not any(line.startswith("--index-url") for line in pip), pip
+    [extra] = [line for line in pip if line.startswith("--extra-index-url")]
+    assert extra.startswith("--extra-index-url https://download.pytorch.org/whl/cu"), extra
+    assert "transformers" in pip
+    # requirements-torch.txt is installed on its own, so it keeps the exclusive index.
+    assert (
+        "--index-url https://download.pytorch.org/whl/cu"
+        in bundle.file("requirements-torch.txt").content
+    )
+
+
 def test_env_refuses_torch_in_with_and_python_outside_the_range():
     with pytest.raises(InputError):
         provision.generate("env", facts(torch="2.9"), options=EnvOptions(packages=("torch==2.1",)))

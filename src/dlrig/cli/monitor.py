@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from dlrig import monitor
 from dlrig.cli.common import (
     choice_option,
     console,
@@ -39,6 +40,7 @@ from dlrig.cli.monitor_options import (
 )
 from dlrig.cli.monitor_record import record_capture, record_history
 from dlrig.errors import InputError
+from dlrig.monitor import live, stream
 from dlrig.monitor.processes import SORT_KEYS, ProcessOptions
 from dlrig.report import envelope
 
@@ -138,9 +140,6 @@ def monitor_command(
 
 
 def _once(settings: SourceSettings, as_json: bool, processes: ProcessOptions) -> None:
-    from dlrig import monitor
-    from dlrig.monitor import live
-
     source = settings.open()
     samples = monitor.once(source, host=settings.host, gpu_indices=settings.gpu_index)
     if as_json:
@@ -173,9 +172,6 @@ def _watch(
     """Sample until stopped (or `count` samples): redrawn in place on a terminal (`redraw`),
     else each sample written as it comes and flushed, so a pipe, `nohup` or `tee` sees it."""
     from rich.live import Live
-
-    from dlrig import monitor
-    from dlrig.monitor import live, stream
 
     source = settings.open()
     try:
@@ -239,8 +235,6 @@ def serve_command(
     **values: Any,
 ) -> None:
     """Prometheus exporter: serve the last sample at http://LISTEN:PORT/metrics."""
-    from dlrig import monitor
-
     if not 0 <= port <= 65535:
         raise InputError(
             f"--port {port} is not a TCP port", fix="give a port from 1 to 65535 (0: any free)"

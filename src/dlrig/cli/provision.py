@@ -180,9 +180,16 @@ def launch_command(ctx: click.Context, /, **params: Any) -> None:
     and TrainJob manifests. Arguments after SCRIPT that are not dlrig options go to the script
     (`train.py --lr 3e-4`); put the script's options after `--` when dlrig has one of the same
     name."""
+    from dlrig.machine.slurm import smallest_node_cpus
     from dlrig.provision.launch import LaunchOptions
 
-    generate_target(ctx, "launch", LaunchOptions, params, probe_by_default=False)
+    node_cpus = None
+    if params.get("scheduler") == "slurm" and params.get("cpus_per_task") is None:
+        # Generated where it is submitted, as a rule: ask the controller what its nodes have.
+        node_cpus = smallest_node_cpus(params.get("partition"))
+    generate_target(
+        ctx, "launch", LaunchOptions, params, probe_by_default=False, node_cpus=node_cpus
+    )
 
 
 @provision_command.command("power", epilog=EXIT_CODES)

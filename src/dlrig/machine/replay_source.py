@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlrig.errors import InputError
-from dlrig.inputs import read_text
 from dlrig.machine.gpu_source_base import SourceInfo, now_iso
 from dlrig.machine.model import Gpu, Machine, XidEvent
 from dlrig.machine.nvml import GpuLost
 from dlrig.machine.readers import MAX_INPUT_BYTES, load_gpu_readings, nvsmi_capture
 from dlrig.machine.readers.merge import disagreements
+from dlrig.machine.readers.source import read_evidence
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,8 @@ class ReplaySource:
         hostname: str | None = None
         recorded: list[tuple[str, Machine]] = []
         for path in paths:
-            text = read_text(path, "recorded nvidia-smi output", MAX_INPUT_BYTES)
+            # gzip (a rotated log, a compressed capture) and pipes read as `doctor --from` reads
+            text = read_evidence(path, MAX_INPUT_BYTES)
             name = Path(path).name
             if nvsmi_capture.looks_like(text):
                 header, sections = nvsmi_capture.split_sections(text)

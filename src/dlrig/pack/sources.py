@@ -59,13 +59,19 @@ class Source:
 
     def get(self, position: int) -> tuple[bytes, int]:
         if self.dataset is not None:
-            return _from_dataset(self.dataset, position)
-        path = self.paths[position]
-        try:
-            with open(path, "rb", buffering=0) as stream:
-                return stream.readall(), self.labels[position]
-        except OSError as exc:
-            raise SampleReadError(path, f"cannot read it ({exc.strerror or exc})") from None
+            data, label = _from_dataset(self.dataset, position)
+            name = f"sample {position}"
+        else:
+            name = self.paths[position]
+            try:
+                with open(name, "rb", buffering=0) as stream:
+                    data, label = stream.readall(), self.labels[position]
+            except OSError as exc:
+                raise SampleReadError(name, f"cannot read it ({exc.strerror or exc})") from None
+        if not data:
+            # A zero-byte "image" packs and checksums fine, then fails to decode mid-epoch.
+            raise SampleReadError(name, "an empty sample (0 bytes): nothing to decode")
+        return data, label
 
     def size_hint(self, position: int) -> int:
         """The sample's size in bytes, for planning shards (a stat, or reading it)."""

@@ -158,6 +158,9 @@ def _checker(fmt: str, root: Path) -> Callable[[ShardEntry], tuple[list[Damage],
                     damage.append(
                         _sample(shard, index, position, "checksum mismatch (damaged bytes)")
                     )
+                elif len(data) == 0:
+                    # Packed before `pack` refused empty files: intact bytes, nothing to decode.
+                    damage.append(_sample(shard, index, position, "empty (0 bytes)"))
         except _ShardUnreadable as exc:
             damage.append(Damage(shard.name, str(exc)))
             return damage, checked

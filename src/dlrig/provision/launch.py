@@ -31,6 +31,7 @@ class LaunchOptions:
     torchrun: str = "torchrun"
     rdzv_port: int = 29500
     cpus_per_task: int | None = None
+    node_cpus: int | None = None  # the partition's smallest node (sinfo), to cap the request
     time_limit: str = "01:00:00"
     partition: str | None = None
     image: str = "pytorch/pytorch:latest"
@@ -71,6 +72,7 @@ def generate(facts: Facts, options: LaunchOptions | None = None, **kwargs: objec
         )
     gpus = options.gpus_per_node if options.gpus_per_node is not None else (facts.gpu_count or 1)
     nproc = max(gpus, 1)  # a machine whose facts show no GPU still runs one (gloo) process
+    warnings: list[str] = []
     decisions = [
         Decision(
             "processes per node",
@@ -89,6 +91,13 @@ def generate(facts: Facts, options: LaunchOptions | None = None, **kwargs: objec
         slurm_file, cpus_decision = _slurm(facts, options, gpus, nproc)
         files = [slurm_file]
         decisions.append(cpus_decision)
+        known = options.cpus_per_task is not None or options.node_cpus is not None
+        if not known and not (facts.machine and facts.machine.cpu and facts.machine.cpu.threads):
+            warnings.append(
+                f"--cpus-per-task={cpus_decision.choice} is a guess (no sinfo here, no node facts):"
+                " a job asking for more CPUs than a node has never starts; check `sinfo -o "
+                "'%n %c'` and give --cpus-per-task"
+            )
         decisions.append(
             Decision(
                 "rendezvous",
@@ -115,7 +124,7 @@ def generate(facts: Facts, options: LaunchOptions | None = None, **kwargs: objec
                 "shared/docs/notes/provision_hardware.md §1.6)",
             )
         )
-    return Bundle.of("launch", facts, files, decisions)
+    return Bundle.of("launch", facts, files, decisions, warnings)
 
 
 def _torchrun(facts: Facts, options: LaunchOptions, nproc: int) -> GeneratedFile:
@@ -150,6 +159,10 @@ def _slurm(
             f"4 per process ({nproc} per node): the node's CPU count is not in the facts (give "
             "--machine SNAPSHOT or --cpus-per-task); DataLoader workers need cores beside each rank"
         )
+    if options.cpus_per_task is None and options.node_cpus is not None and cpus > options.node_cpus:
+        # A request no node can meet is never scheduled, and Slurm says only "Resources".
+        cpus = options.node_cpus
+        why += f"; capped at {cpus}: the partition's smallest node has {cpus} CPUs (sinfo)"
     why += (
         "; srun gets them too (--cpus-per-task=$SLURM_CPUS_PER_TASK and SRUN_CPUS_PER_TASK): "
         "since Slurm 22.05 srun no longer inherits sbatch's --cpus-per-task, and a step without "
