@@ -51,6 +51,17 @@ def test_off_a_terminal_progress_is_a_line_per_stage_and_tenth(run_dlrig) -> Non
     assert all(line.rstrip().endswith(("s)", "left)")) for line in lines), lines
 
 
+def test_comms_prints_the_size_table_nccl_tests_users_read(run_dlrig) -> None:
+    result = run_dlrig("bench", "comms", "--quick")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "comms by message size" in line)
+    header = next(line for line in lines[start:] if "all_reduce µs" in line)
+    assert "busbw GB/s" in header and "broadcast µs" in header
+    sizes = [line.split("│")[1].strip() for line in lines[start:] if line.startswith("│")]
+    assert sizes == ["2 MiB", "8 MiB", "32 MiB"], result.stdout  # --quick: gloo's largest three
+
+
 def test_text_report_gives_the_dataloader_line(run_dlrig) -> None:
     result = run_dlrig(
         "bench", "dataloader", "--quick", "--dataset", "tests.data.custom_datasets:make_squares",

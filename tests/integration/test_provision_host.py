@@ -268,3 +268,22 @@ def test_rocky_crb_step_reads_the_repo_files_and_rhel_takes_subscription_manager
     rhel = _run(rocky_script, "--dry-run", "--root", str(root))
     assert "subscription-manager repos --enable codeready-builder-for-rhel-9-" in rhel.stdout
     assert "epel-release-latest-9.noarch.rpm" in rhel.stdout
+
+
+def test_secure_boot_on_is_said_before_the_driver_and_off_passes(debian_script, tmp_path):
+    # Before, the script installed DKMS modules that Secure Boot then refused to load.
+    variables = tmp_path / "on" / "sys/firmware/efi/efivars"
+    variables.mkdir(parents=True)
+    # efivarfs: 4 bytes of attributes (NV+BS+RT = 0x06), then the 1-byte value, 1 = enabled.
+    name = "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+    (variables / name).write_bytes(bytes([6, 0, 0, 0, 1]))
+    on = _run(debian_script, "--dry-run", "--root", str(tmp_path / "on"))
+    assert on.returncode == 0, on.stdout + on.stderr
+    assert "[warn] secure-boot: Secure Boot is on" in on.stderr
+    assert "mokutil --import /var/lib/dkms/mok.pub" in on.stderr
+    assert "[note] kernel-module: with Secure Boot on" in on.stdout
+    off_vars = tmp_path / "off" / "sys/firmware/efi/efivars"
+    off_vars.mkdir(parents=True)
+    (off_vars / name).write_bytes(bytes([6, 0, 0, 0, 0]))
+    off = _run(debian_script, "--dry-run", "--root", str(tmp_path / "off"))
+    assert "Secure Boot is on" not in off.stderr and "Secure Boot is off" in off.stdout

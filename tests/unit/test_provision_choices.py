@@ -44,7 +44,7 @@ def host_script(options: HostOptions | None = None, **stated: object) -> provisi
     [
         # cu128 wheel, driver unknown: the wheel's own CUDA, not 13.0 (an R580 floor).
         ({"gpu": "rtx-4090", "torch": "2.9"}, "nvidia/cuda:12.8.1-base-ubuntu24.04"),
-        # Driver 535 runs CUDA 12.2: the cu126 wheel runs there by minor-version compatibility;
+        # Driver 535 runs CUDA 12.2: the cu128 wheel runs there by minor-version compatibility;
         # the 12.2.2 tag is ubuntu22.04 only, whose Python 3.10 torch 2.9 supports.
         (
             {"gpu": "t4", "torch": "2.9", "driver": "535.104.05"},

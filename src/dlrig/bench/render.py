@@ -36,6 +36,9 @@ def render(report: BenchReport, out: Any) -> None:
             f"[{_STYLE.get(r.verdict, '')}]{r.verdict}[/]",
         )
     out.print(table)
+    comms = _comms_sizes(report)
+    if comms is not None:
+        out.print(comms)
     shown: set[str] = set()
     for r in report.results:
         paste = (r.part, r.test) == ("dataloader", "best_settings")
@@ -45,3 +48,43 @@ def render(report: BenchReport, out: Any) -> None:
     for r in report.results:
         if r.note:
             out.print(f"[dim]{r.part} {r.test}: {r.note}[/dim]")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes} B"
+
+
+def _comms_sizes(report: BenchReport) -> Any:
+    """Each collective's time and bus bandwidth per message size, as nccl-tests prints them
+    (the table above gives one figure: the busbw at the size where it peaked)."""
+    from rich.table import Table
+
+    found = [r for r in report.results if r.part == "comms" and r.detail.get("sizes")]
+    if not found:
+        return None
+    by_size: dict[int, dict[str, dict[str, float]]] = {}
+    for r in found:
+        for row in r.detail["sizes"]:
+            by_size.setdefault(int(row["bytes"]), {})[r.test] = row
+    table = Table(title="comms by message size (busbw as nccl-tests defines it)", expand=False)
+    table.add_column("size", justify="right", no_wrap=True)
+    for r in found:
+        table.add_column(f"{r.test} µs", justify="right", no_wrap=True)
+        table.add_column("busbw GB/s", justify="right", no_wrap=True)
+    for nbytes in sorted(by_size):
+        cells = [_size(nbytes)]
+        for r in found:
+            row = by_size[nbytes].get(r.test)
+            cells += (
+                ["-", "-"]
+                if row is None
+                else [
+                    f"{row['time_us']:,.0f}",
+                    _number(row["busbw_gbs"]),
+                ]
+            )
+        table.add_row(*cells)
+    return table
