@@ -7,6 +7,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +18,11 @@ from dlrig.train import checkpoint as ckpt
 
 
 def _fit(directory: Path, steps: int, **options) -> tuple[torch.nn.Module, train.Run]:
+    model, run, _summary = _fit_summary(directory, steps, **options)
+    return model, run
+
+
+def _fit_summary(directory: Path, steps: int, **options) -> tuple[torch.nn.Module, train.Run, Any]:
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(30, 5), torch.randint(0, 2, (30,)))
     model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Dropout(0.3), torch.nn.Linear(8, 2))
@@ -35,8 +41,8 @@ def _fit(directory: Path, steps: int, **options) -> tuple[torch.nn.Module, train
     for _epoch in run.epochs(100):
         for x, y in loader:
             run.step(lambda a, b: F.cross_entropy(wrapped(a), b), x, y)
-    run.finish()
-    return model, run
+    summary = run.finish()
+    return model, run, summary
 
 
 def test_layout_keep_latest_and_permissions(tmp_path):
@@ -63,6 +69,19 @@ def test_resume_in_a_new_run_equals_an_uninterrupted_run(tmp_path):
     assert run.steps == 17
     for p, q in zip(straight.state_dict().values(), resumed.state_dict().values(), strict=True):
         assert torch.equal(p, q)
+
+
+def test_a_resumed_runs_summary_says_what_this_process_did(tmp_path):
+    # Before, the summary after a resume gave the whole run's 17 steps as this process's.
+    # 30 samples in batches of 4: the first run's 8 steps end with the epoch's 2-sample batch.
+    _fit(tmp_path, 8)
+    _, _, summary = _fit_summary(tmp_path, 17)
+    assert (summary.steps, summary.resumed_at_step, summary.steps_this_process) == (17, 8, 9)
+    assert summary.lines()[0].startswith("9 steps, 34 samples in this process (resumed at step 8")
+    document = summary.to_dict()
+    assert document["steps_this_process"] == 9 and document["samples_this_process"] == 34
+    _, _, fresh = _fit_summary(tmp_path / "fresh", 5)
+    assert fresh.resumed_at_step == 0 and fresh.lines()[0].startswith("5 steps, 20 samples;")
 
 
 def test_a_partial_folder_and_a_stale_pointer_are_ignored(tmp_path):

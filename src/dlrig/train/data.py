@@ -43,6 +43,9 @@ class Timing:
     started: float | None = None
     start_step: int = 0
     start_samples: int = 0
+    # Where a resumed run took over (the checkpoint's counters); 0 for a fresh run.
+    resumed_step: int = 0
+    resumed_samples: int = 0
 
 
 @dataclass

@@ -57,6 +57,7 @@ def apply_training(run: Run) -> None:
     counters = shared["counters"]
     run.steps = int(counters["step"])
     run.timing.samples = int(counters.get("samples", 0))
+    run.timing.resumed_step, run.timing.resumed_samples = run.steps, run.timing.samples
     # The run's state is already in this checkpoint: `finish` before any step needs no other.
     run.last_checkpoint = path
     if mine is not None and run.loader is None:

@@ -85,6 +85,14 @@ class Summary:
     timed_samples: int = 0
     # A resumed run with nothing left to do: why (its max_steps or its epochs are done).
     nothing_left: str | None = None
+    # A resumed run: the step and samples its checkpoint had; `steps` and `samples` count the
+    # whole run, these say how much of it this process did.
+    resumed_at_step: int = 0
+    resumed_at_samples: int = 0
+
+    @property
+    def steps_this_process(self) -> int:
+        return self.steps - self.resumed_at_step
 
     @property
     def samples_per_s(self) -> float:
@@ -115,6 +123,9 @@ class Summary:
                 "decisions": [d.to_dict() for d in self.decisions],
                 "findings": [f.to_dict() for f in self.findings],
                 "nothing_left": self.nothing_left,
+                "resumed_at_step": self.resumed_at_step,
+                "steps_this_process": self.steps_this_process,
+                "samples_this_process": self.samples - self.resumed_at_samples,
             },
         )
 
@@ -126,8 +137,15 @@ class Summary:
             ]
         split = self.split
         shares = split.shares()
+        done = f"{self.steps} steps, {self.samples} samples"
+        if self.resumed_at_step:
+            done = (
+                f"{self.steps_this_process} steps, {self.samples - self.resumed_at_samples} "
+                f"samples in this process (resumed at step {self.resumed_at_step}; "
+                f"{self.steps} steps, {self.samples} samples in all)"
+            )
         out = [
-            f"{self.steps} steps, {self.samples} samples; after the first step "
+            f"{done}; after the first step "
             f"{format_seconds(split.total_s)}, {self.samples_per_s:.1f} samples/s"
             + (f", {format_seconds(self.step_time_s)} a step" if self.step_time_s else ""),
             "where the time went: "
@@ -210,6 +228,8 @@ def summarize(run: Run) -> Summary:
         timed_samples=run.timing.samples - run.timing.start_samples,
         comm_measured=run.comm_measured,
         nothing_left=run.nothing_left,
+        resumed_at_step=run.timing.resumed_step,
+        resumed_at_samples=run.timing.resumed_samples,
     )
     return summary
 
