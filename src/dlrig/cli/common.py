@@ -137,7 +137,7 @@ def progress_bar(start: str, quiet: bool = False) -> Iterator[Callable[[str, flo
 
     err = console(stderr=True)
     if quiet or not err.is_terminal:
-        with _progress_lines(quiet) as progress:
+        with progress_lines(quiet) as progress:
             yield progress
         return
     with Progress(
@@ -158,7 +158,7 @@ def progress_bar(start: str, quiet: bool = False) -> Iterator[Callable[[str, flo
 
 
 @contextlib.contextmanager
-def _progress_lines(quiet: bool) -> Iterator[Callable[[str, float], None]]:
+def progress_lines(quiet: bool) -> Iterator[Callable[[str, float], None]]:
     import time
 
     started = time.monotonic()

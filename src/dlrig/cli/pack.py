@@ -17,6 +17,7 @@ from dlrig.cli.common import (
     print_json,
     print_report,
     progress_bar,
+    progress_lines,
 )
 
 _SUBCOMMANDS = ("create", "verify", "bench")
@@ -95,6 +96,15 @@ def _progress(what: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
     )
 
     err = console(stderr=True)
+    if quiet or not err.is_terminal:
+        # A log gets a line per tenth of the samples (none when quiet: --json).
+        with progress_lines(quiet) as line:
+
+            def log(done: int, total: int) -> None:
+                line(f"{what} {done}/{total} samples", done / total if total else 0.0)
+
+            yield log
+        return
     with Progress(
         TextColumn(what),
         BarColumn(),
@@ -105,7 +115,6 @@ def _progress(what: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
         TimeRemainingColumn(),
         console=err,
         transient=True,
-        disable=quiet or not err.is_terminal,
     ) as bar:
         task = bar.add_task(what, total=None)
 
