@@ -52,14 +52,22 @@ def test_off_a_terminal_progress_is_a_line_per_stage_and_tenth(run_dlrig) -> Non
 
 
 def test_comms_prints_the_size_table_nccl_tests_users_read(run_dlrig) -> None:
-    result = run_dlrig("bench", "comms", "--quick")
+    result = run_dlrig("bench", "comms", "--quick")  # 80 columns: a pipe
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if "comms by message size" in line)
-    header = next(line for line in lines[start:] if "all_reduce µs" in line)
-    assert "busbw GB/s" in header and "broadcast µs" in header
-    sizes = [line.split("│")[1].strip() for line in lines[start:] if line.startswith("│")]
-    assert sizes == ["2 MiB", "8 MiB", "32 MiB"], result.stdout  # --quick: gloo's largest three
+    start = next((i for i, line in enumerate(lines) if "comms by message size" in line), None)
+    assert start is not None, result.stdout
+    header = next((line for line in lines[start:] if "busbw GB/s" in line), "")
+    assert "time µs" in header and "algbw GB/s" in header, result.stdout
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines[start:]]
+    rows = [row for row in rows if len(row) == 5]
+    collectives = [row[0] for row in rows if row[0]]
+    assert collectives == ["all_reduce", "all_gather", "reduce_scatter", "broadcast"], rows
+    # --quick: gloo's largest three sizes for each collective, every figure whole.
+    assert [row[1] for row in rows[:3]] == ["2 MiB", "8 MiB", "32 MiB"], rows
+    assert all("…" not in cell for row in rows for cell in row), result.stdout
+    table = [line for line in lines[start:] if line[:1] in "┏┃┡│├└"]
+    assert max(len(line) for line in table) <= 80, result.stdout
 
 
 def test_text_report_gives_the_dataloader_line(run_dlrig) -> None:

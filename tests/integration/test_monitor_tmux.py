@@ -119,6 +119,62 @@ def test_processes_keep_their_numbers_and_only_names_are_cut(width):
     assert "210/3105" in screen and "38°C" in screen and "3.5/20.0" in screen, screen
 
 
+def test_keys_select_sort_and_refuse_to_signal_a_replays_process():
+    tmux = shutil.which("tmux")
+    assert tmux
+    session = f"dlrig-{uuid.uuid4().hex[:8]}"
+    socket = f"{session}-socket"
+    encode = NVSMI / "rtx4080super-capture-idle-load.txt"  # seven processes under load
+    command = " ".join(
+        [
+            sys.executable,
+            "-m",
+            "dlrig.cli.main",
+            "monitor",
+            "--replay",
+            str(encode),
+            "--replay-state",
+            "load",
+            "--interval",
+            "0.2",
+            ";",
+            "echo",
+            "EXIT=$?",
+            ";",
+            "sleep",
+            "60",
+        ]
+    )
+    env = {**os.environ, "TERM": "xterm-256color"}
+
+    def tmux_run(*args: str) -> str:
+        return subprocess.run(
+            [tmux, "-L", socket, *args], check=True, capture_output=True, text=True, env=env
+        ).stdout
+
+    def screen_when(text: str, escapes: bool = False) -> str:
+        screen = ""
+        while text not in screen:  # pytest-timeout bounds the wait
+            time.sleep(0.2)
+            screen = tmux_run("capture-pane", "-p", *(["-e"] if escapes else []), "-t", session)
+        return screen
+
+    tmux_run("new-session", "-d", "-s", session, "-x", "140", "-y", "30", "-c", str(ROOT), command)
+    try:
+        screen_when("keys: ")
+        tmux_run("send-keys", "-t", session, "Down", "Down", "s")
+        screen = screen_when("[sort: gpu-memory]", escapes=True)
+        # The second row (pid 5021, the second ffmpeg) is drawn in reverse video: selected.
+        [row] = [line for line in screen.splitlines() if " 5021 " in line]
+        assert "\x1b[7m" in row, screen
+        tmux_run("send-keys", "-t", session, "K")
+        screen_when("no SIGKILL sent: a replay's processes are not on this machine")
+        tmux_run("send-keys", "-t", session, "q")
+        screen_when("EXIT=0")
+    finally:
+        subprocess.run([tmux, "-L", socket, "kill-server"], check=False, capture_output=True)
+
+
 def main() -> None:
     """Write the screens the docs show."""
     out = ROOT / "docs" / "commands" / "monitor-screens"

@@ -58,33 +58,24 @@ def _size(nbytes: int) -> str:
 
 
 def _comms_sizes(report: BenchReport) -> Any:
-    """Each collective's time and bus bandwidth per message size, as nccl-tests prints them
-    (the table above gives one figure: the busbw at the size where it peaked)."""
+    """Each collective's time, algbw and busbw per message size, as nccl-tests prints them (the
+    table above gives one figure: the busbw at the size where it peaked)."""
     from rich.table import Table
 
     found = [r for r in report.results if r.part == "comms" and r.detail.get("sizes")]
     if not found:
         return None
-    by_size: dict[int, dict[str, dict[str, float]]] = {}
+    table = Table(title="comms by message size (as nccl-tests defines them)", expand=False)
+    for column in ("collective", "size", "time µs", "algbw GB/s", "busbw GB/s"):
+        table.add_column(column, justify="left" if column == "collective" else "right")
     for r in found:
-        for row in r.detail["sizes"]:
-            by_size.setdefault(int(row["bytes"]), {})[r.test] = row
-    table = Table(title="comms by message size (busbw as nccl-tests defines it)", expand=False)
-    table.add_column("size", justify="right", no_wrap=True)
-    for r in found:
-        table.add_column(f"{r.test} µs", justify="right", no_wrap=True)
-        table.add_column("busbw GB/s", justify="right", no_wrap=True)
-    for nbytes in sorted(by_size):
-        cells = [_size(nbytes)]
-        for r in found:
-            row = by_size[nbytes].get(r.test)
-            cells += (
-                ["-", "-"]
-                if row is None
-                else [
-                    f"{row['time_us']:,.0f}",
-                    _number(row["busbw_gbs"]),
-                ]
+        for position, row in enumerate(sorted(r.detail["sizes"], key=lambda row: row["bytes"])):
+            table.add_row(
+                r.test if position == 0 else "",
+                _size(int(row["bytes"])),
+                f"{row['time_us']:,.0f}",
+                _number(row.get("algbw_gbs")),
+                _number(row["busbw_gbs"]),
             )
-        table.add_row(*cells)
+        table.add_section()
     return table

@@ -28,6 +28,7 @@ from dlrig.cli.common import (
     print_json,
     print_report,
 )
+from dlrig.cli.monitor_keys import keys
 from dlrig.cli.monitor_options import (
     GROUP_VALUES,
     SourceSettings,
@@ -40,8 +41,10 @@ from dlrig.cli.monitor_options import (
 )
 from dlrig.cli.monitor_record import record_capture, record_history
 from dlrig.errors import InputError
+from dlrig.machine.host_processes import send_signal
 from dlrig.monitor import live, stream
-from dlrig.monitor.processes import SORT_KEYS, ProcessOptions
+from dlrig.monitor.interactive import ViewState
+from dlrig.monitor.processes import SORT_KEYS, ProcessOptions, process_table
 from dlrig.report import envelope
 
 _STOPPED = "130/143/129 stopped by SIGINT/SIGTERM/SIGHUP, after releasing NVML and the terminal"
@@ -81,6 +84,7 @@ ASSETS_EXIT = "Exit codes: 0 written; 2 the folder cannot be created or written.
     help="Order of the process list: by GPU (then GPU memory), or by GPU memory, SM %, CPU %, "
     "host RSS or run time (longest first), or pid.",
 )
+@click.option("--tree", is_flag=True, help="Show GPU processes under their parent process.")
 @click.option(
     "--filter",
     "process_filter",
@@ -96,6 +100,7 @@ def monitor_command(
     output_format: str,
     count: int | None,
     sort: str,
+    tree: bool,
     process_filter: str | None,
     as_json: bool,
     **values: Any,
@@ -112,6 +117,7 @@ def monitor_command(
             (output_format != "view", "--format"),
             (sort != "gpu", "--sort"),
             (process_filter is not None, "--filter"),
+            (tree, "--tree"),
         ):
             if given:
                 raise InputError(
@@ -131,7 +137,7 @@ def monitor_command(
             fix="use --once --json, or --count 1 --format ...",
         )
     settings = source_settings(ctx, values)
-    processes = ProcessOptions(sort=sort, filter=process_filter)
+    processes = ProcessOptions(sort=sort, filter=process_filter, tree=tree)
     if once:
         _once(settings, as_json, processes)
     else:
@@ -171,7 +177,6 @@ def _watch(
 ) -> None:
     """Sample until stopped (or `count` samples): redrawn in place on a terminal (`redraw`),
     else each sample written as it comes and flushed, so a pipe, `nohup` or `tee` sees it."""
-    from rich.live import Live
 
     source = settings.open()
     try:
@@ -184,13 +189,7 @@ def _watch(
     try:
         sampler.start()
         if redraw:
-            # Live hides the cursor and redraws in place; leaving the block (a signal's Stopped
-            # included) shows the cursor again and leaves the last frame on screen.
-            with Live(live.render([], info.description), console=out, refresh_per_second=4) as view:
-                for _sample in _samples(sampler, settings.interval, count):
-                    view.update(
-                        live.render(sampler.history(), info.description, info.note, processes)
-                    )
+            _interactive(sampler, info, out, count, processes or ProcessOptions(), settings)
             return
         for sample in _samples(sampler, settings.interval, count):
             if output_format == "json":
@@ -205,6 +204,46 @@ def _watch(
             sys.stdout.flush()
     finally:
         sampler.stop()  # joins the sampler, closes the source (NVML shutdown)
+
+
+def _interactive(
+    sampler: Any,
+    info: Any,
+    out: Any,
+    count: int | None,
+    processes: ProcessOptions,
+    settings: SourceSettings,
+) -> None:
+    """The view on a terminal: redrawn at each sample and at each key (see
+    `dlrig.monitor.interactive` for the keys)."""
+    from rich.live import Live
+
+    state = ViewState(processes, can_signal=not settings.replay)
+    # Live hides the cursor and redraws in place; leaving the block (a signal's Stopped
+    # included) shows the cursor again and leaves the last frame on screen.
+    with (
+        keys() as read_key,
+        Live(live.render([], info.description), console=out, refresh_per_second=8) as view,
+    ):
+        last = 0
+        taken = 0
+        while not state.quit and (count is None or taken < count):
+            pressed = read_key(min(settings.interval, 0.1))
+            history = sampler.history()
+            for key in pressed if history else ():
+                sample = history[-1]
+                _, pids = process_table(sample, out.width, state.options)
+                send = state.press(key, pids)
+                if send is not None:
+                    started = {h.pid: h.started_unix for h in sample.processes}
+                    state.message = send_signal(send.pid, send.signum, started.get(send.pid))
+            latest = sampler.latest()
+            if latest is not None and latest.sequence != last:
+                last = latest.sequence
+                taken += 1
+            elif not pressed:
+                continue
+            view.update(live.render(sampler.history(), info.description, info.note, None, state))
 
 
 @monitor_command.command("serve", epilog=SERVE_EXIT)

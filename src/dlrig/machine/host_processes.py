@@ -9,6 +9,7 @@ the previous reading (the sampler's interval), as top and nvitop show it.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -75,3 +76,20 @@ def _user(process: Any) -> str | None:
             return str(process.uids().real)
         except Exception:  # noqa: BLE001
             return None
+
+
+def send_signal(pid: int, signum: int, started_unix: float | None) -> str:
+    """Signal `pid` if it is still the process that started at `started_unix` (a pid reused
+    since the view was drawn is someone else's); what happened, in words."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        if started_unix is not None and abs(process.create_time() - started_unix) > 1.0:
+            return f"pid {pid} is another process now: nothing sent"
+        process.send_signal(signum)
+    except psutil.NoSuchProcess:
+        return f"pid {pid} has exited"
+    except psutil.AccessDenied:
+        return f"pid {pid} belongs to another user: not allowed (run as its user or root)"
+    return f"sent {signal.Signals(signum).name} to pid {pid}"

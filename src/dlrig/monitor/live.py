@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlrig.monitor.columns import Column, lay_out, lines
-from dlrig.monitor.processes import ProcessOptions, process_lines
+from dlrig.monitor.interactive import ViewState
+from dlrig.monitor.processes import ProcessOptions, process_table
 from dlrig.monitor.reading import Reading, read_situation
 from dlrig.monitor.sample import Sample
 
@@ -229,11 +230,13 @@ class LiveView:
         title: str,
         note: str | None,
         processes: ProcessOptions | None = None,
+        state: ViewState | None = None,
     ) -> None:
         self.samples = tuple(samples)
         self.title = title
         self.note = note
         self.processes = processes or ProcessOptions()
+        self.state = state  # the interactive view's selection and status line
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         from rich.text import Text
@@ -248,18 +251,23 @@ class LiveView:
         else:
             yield Text(self.title, style="bold")
             yield from _gpu_table(_gpu_rows(self.samples), width)
-        processes = process_lines(sample, width, self.processes)
+        options = self.state.options if self.state is not None else self.processes
+        processes, pids = process_table(sample, width, options)
+        selected = self.state.selected if self.state is not None else None
         if processes:
             yield Text("")
             yield Text(processes[0], style="bold")
-            for line in processes[1:]:
-                yield Text(line)
+            for row, line in enumerate(processes[1:]):
+                chosen = row < len(pids) and pids[row] == selected
+                yield Text(line, style="reverse" if chosen else "")
         if sample.host is not None:
             previous = self.samples[-2] if len(self.samples) > 1 else None
             yield Text("")
             yield from (Text(line) for line in host_lines(sample, previous, width))
         for reading_line in read_situation(self.samples)[:4]:
             yield _reading_text(reading_line)
+        if self.state is not None:
+            yield Text(self.state.status(), style="dim" if self.state.message is None else "bold")
 
 
 def render(
@@ -267,11 +275,13 @@ def render(
     title: str = "dlrig monitor",
     note: str | None = None,
     processes: ProcessOptions | None = None,
+    state: ViewState | None = None,
 ) -> Any:
     """A rich renderable of the last sample, with sparklines from the earlier ones, laid out
     for the console's width; `note` says why there are no GPU readings; `processes` how the
-    process list is sorted and filtered."""
-    return LiveView(samples, title, note, processes)
+    process list is sorted and filtered; `state` the interactive view's (it overrides
+    `processes`)."""
+    return LiveView(samples, title, note, processes, state)
 
 
 def host_lines(sample: Sample, previous: Sample | None, width: int) -> list[str]:

@@ -25,6 +25,7 @@ SORT_KEYS = ("gpu", "gpu-memory", "sm", "cpu", "rss", "time", "pid")
 class ProcessOptions:
     sort: str = "gpu"  # one of SORT_KEYS
     filter: str | None = None  # kept where user, command, name or container contains it
+    tree: bool = False  # a process under its parent, where both are on a GPU
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,14 @@ class _Proc:
     gpu: int
     process: GpuProcess
     host: HostProcess | None
+    depth: int = 0  # in the tree view: how many GPU processes above it
 
     @property
     def command(self) -> str:
+        text = self.process.name or "?"
         if self.host is not None and self.host.command:
-            return self.host.command
-        return self.process.name or "?"
+            text = self.host.command
+        return "  " * (self.depth - 1) + "└ " + text if self.depth else text
 
     @property
     def container(self) -> str:
@@ -110,17 +113,55 @@ def select(sample: Sample, options: ProcessOptions) -> list[_Proc]:
                 )
             ).lower()
         ]
-    return sorted(found, key=_sort_key(options, sample.timestamp_unix))
+    ordered = sorted(found, key=_sort_key(options, sample.timestamp_unix))
+    return _as_tree(ordered) if options.tree else ordered
+
+
+def _as_tree(procs: list[_Proc]) -> list[_Proc]:
+    """Each process followed by its children (by the host's parent pid), in the sort order
+    among siblings: a launcher's ranks under it. Without host facts (a replay) it is a list."""
+    pids = {p.process.pid for p in procs}
+    children: dict[int, list[_Proc]] = {}
+    roots: list[_Proc] = []
+    for p in procs:
+        parent = p.host.parent_pid if p.host is not None else None
+        if parent is not None and parent in pids and parent != p.process.pid:
+            children.setdefault(parent, []).append(p)
+        else:
+            roots.append(p)
+    out: list[_Proc] = []
+    seen: set[int] = set()
+
+    def visit(p: _Proc, depth: int) -> None:
+        out.append(_Proc(p.gpu, p.process, p.host, depth))
+        if p.process.pid in seen:  # the same pid on two GPUs: its children once
+            return
+        seen.add(p.process.pid)
+        for child in children.get(p.process.pid, ()):
+            visit(child, depth + 1)
+
+    for root in roots:
+        visit(root, 0)
+    return out
 
 
 def process_lines(sample: Sample, width: int, options: ProcessOptions | None = None) -> list[str]:
     """The header and one line per process, for `width` columns; [] when there are none."""
+    return process_table(sample, width, options)[0]
+
+
+def process_table(
+    sample: Sample, width: int, options: ProcessOptions | None = None
+) -> tuple[list[str], list[int]]:
+    """`process_lines` and, for each line after the header, the pid it shows (for selecting
+    a process in the interactive view)."""
     options = options or ProcessOptions()
     procs = select(sample, options)
+    pids = [p.process.pid for p in procs]
     if not procs:
         if options.filter and any(r.gpu and r.gpu.processes for r in sample.gpus):
-            return [f"no GPU process matches --filter {options.filter!r}"]
-        return []
+            return [f"no GPU process matches --filter {options.filter!r}"], []
+        return [], []
     now = sample.timestamp_unix or time.time()
     host = any(p.host is not None for p in procs)
 
@@ -206,8 +247,9 @@ def process_lines(sample: Sample, width: int, options: ProcessOptions | None = N
         )
     layout = lay_out(columns, width)
     if layout is None:
-        return [
+        blocks = [
             f"GPU {p.gpu} pid {p.process.pid} {_gib(p.process.used_memory_bytes)} GiB {p.command}"
             for p in procs
         ]
-    return lines(layout)
+        return ["GPU processes", *blocks], pids
+    return lines(layout), pids
