@@ -199,7 +199,7 @@ def test_a_signal_releases_nvml_and_every_thread_of_the_live_view(monkeypatch) -
     shutdowns: list[int] = []
     fake.nvmlShutdown = lambda: shutdowns.append(1)  # type: ignore[method-assign]
     monkeypatch.setattr(nvml_gate, "_module", lambda: fake)
-    from dlrig.cli import monitor as monitor_cli
+    from dlrig.cli import monitor_live
 
     settings = SourceSettings((), None, 30.0, None, 0.1, ())
     before = set(threading.enumerate())
@@ -209,7 +209,7 @@ def test_a_signal_releases_nvml_and_every_thread_of_the_live_view(monkeypatch) -
     try:
         timer.start()
         with pytest.raises(lifecycle.Stopped) as stopped:
-            monitor_cli._watch(settings, "view", None, redraw=True)
+            monitor_live.watch(settings, "view", None, redraw=True)
     finally:
         timer.cancel()
         for signum, handler in previous.items():

@@ -8,30 +8,25 @@ options into calls and waits. Stopping is `dlrig.lifecycle`'s: SIGINT, SIGTERM a
 
 from __future__ import annotations
 
-import json
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from dlrig import monitor
+from dlrig.cli import monitor_live
 from dlrig.cli.common import (
     choice_option,
     console,
-    console_wide,
     integer_option,
     json_option,
     number_option,
     print_json,
     print_report,
 )
-from dlrig.cli.monitor_keys import keys
 from dlrig.cli.monitor_options import (
     GROUP_VALUES,
-    SourceSettings,
     duration_option,
     out_option,
     out_path,
@@ -41,10 +36,7 @@ from dlrig.cli.monitor_options import (
 )
 from dlrig.cli.monitor_record import record_capture, record_history
 from dlrig.errors import InputError
-from dlrig.machine.host_processes import send_signal
-from dlrig.monitor import live, stream
-from dlrig.monitor.interactive import ViewState
-from dlrig.monitor.processes import SORT_KEYS, ProcessOptions, process_table
+from dlrig.monitor.processes import SORT_KEYS, ProcessOptions
 from dlrig.report import envelope
 
 _STOPPED = "130/143/129 stopped by SIGINT/SIGTERM/SIGHUP, after releasing NVML and the terminal"
@@ -139,111 +131,10 @@ def monitor_command(
     settings = source_settings(ctx, values)
     processes = ProcessOptions(sort=sort, filter=process_filter, tree=tree)
     if once:
-        _once(settings, as_json, processes)
+        monitor_live.once(settings, as_json, processes)
     else:
         redraw = output_format == "view" and console().is_terminal
-        _watch(settings, output_format, count, redraw, processes)
-
-
-def _once(settings: SourceSettings, as_json: bool, processes: ProcessOptions) -> None:
-    source = settings.open()
-    samples = monitor.once(source, host=settings.host, gpu_indices=settings.gpu_index)
-    if as_json:
-        readings = monitor.read_situation(samples)
-        print_json(monitor.sample_document(samples[-1], source.info, readings))
-        return
-    info = source.info
-    console_wide().print(live.render(samples, info.description, info.note, processes))
-
-
-def _samples(sampler: Any, interval: float, count: int | None) -> Iterator[Any]:
-    """Each new sample as the sampler takes it, `count` of them (None: until stopped)."""
-    last = 0
-    taken = 0
-    while count is None or taken < count:
-        sample = sampler.wait_for_sample(after=last, timeout=interval * 5)
-        if sample is not None and sample.sequence != last:
-            last = sample.sequence
-            taken += 1
-            yield sample
-
-
-def _watch(
-    settings: SourceSettings,
-    output_format: str,
-    count: int | None,
-    redraw: bool,
-    processes: ProcessOptions | None = None,
-) -> None:
-    """Sample until stopped (or `count` samples): redrawn in place on a terminal (`redraw`),
-    else each sample written as it comes and flushed, so a pipe, `nohup` or `tee` sees it."""
-
-    source = settings.open()
-    try:
-        sampler = monitor.Sampler(source, **settings.sampling())
-    except BaseException:
-        source.close()
-        raise
-    info = source.info
-    out = console_wide()
-    try:
-        sampler.start()
-        if redraw:
-            _interactive(sampler, info, out, count, processes or ProcessOptions(), settings)
-            return
-        for sample in _samples(sampler, settings.interval, count):
-            if output_format == "json":
-                readings = monitor.read_situation(sampler.history())
-                document = monitor.sample_document(sample, info, readings)
-                sys.stdout.write(json.dumps(document, separators=(",", ":")) + "\n")
-            elif output_format == "lines":
-                sys.stdout.write("".join(line + "\n" for line in stream.sample_lines(sample)))
-            else:
-                out.print(f"── {stream.timestamp(sample)} " + "─" * 20)
-                out.print(live.render(sampler.history(), info.description, info.note, processes))
-            sys.stdout.flush()
-    finally:
-        sampler.stop()  # joins the sampler, closes the source (NVML shutdown)
-
-
-def _interactive(
-    sampler: Any,
-    info: Any,
-    out: Any,
-    count: int | None,
-    processes: ProcessOptions,
-    settings: SourceSettings,
-) -> None:
-    """The view on a terminal: redrawn at each sample and at each key (see
-    `dlrig.monitor.interactive` for the keys)."""
-    from rich.live import Live
-
-    state = ViewState(processes, can_signal=not settings.replay)
-    # Live hides the cursor and redraws in place; leaving the block (a signal's Stopped
-    # included) shows the cursor again and leaves the last frame on screen.
-    with (
-        keys() as read_key,
-        Live(live.render([], info.description), console=out, refresh_per_second=8) as view,
-    ):
-        last = 0
-        taken = 0
-        while not state.quit and (count is None or taken < count):
-            pressed = read_key(min(settings.interval, 0.1))
-            history = sampler.history()
-            for key in pressed if history else ():
-                sample = history[-1]
-                _, pids = process_table(sample, out.width, state.options)
-                send = state.press(key, pids)
-                if send is not None:
-                    started = {h.pid: h.started_unix for h in sample.processes}
-                    state.message = send_signal(send.pid, send.signum, started.get(send.pid))
-            latest = sampler.latest()
-            if latest is not None and latest.sequence != last:
-                last = latest.sequence
-                taken += 1
-            elif not pressed:
-                continue
-            view.update(live.render(sampler.history(), info.description, info.note, None, state))
+        monitor_live.watch(settings, output_format, count, redraw, processes)
 
 
 @monitor_command.command("serve", epilog=SERVE_EXIT)
