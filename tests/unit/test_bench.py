@@ -204,6 +204,30 @@ def test_dataloader_search_on_a_user_dataset() -> None:
     assert line.startswith("DataLoader(dataset, batch_size=32, shuffle=True, num_workers=")
 
 
+class _SlowItems:
+    """Each sample takes 5 ms to make: a reader slower than its epoch is long."""
+
+    def __len__(self) -> int:
+        return 4096
+
+    def __getitem__(self, index: int) -> tuple[bytes, int]:
+        import time
+
+        time.sleep(0.005)
+        return b"x", 0
+
+
+def test_a_budgeted_trial_ends_mid_epoch_at_its_limit() -> None:
+    # Unbudgeted, a trial reads two epochs at least (here 2 x 16 batches of 4): with --quick on
+    # a many-core machine that was minutes of reading before the first verdict.
+    from dlrig.bench.dataloader import LoaderSettings
+
+    runner = dataloader.TrialRunner(_SlowItems(), 4, batches_per_epoch=16, limit_s=0.05)
+    trial = runner.run(LoaderSettings(0, None, False, False))
+    samples = trial.samples_per_s * trial.seconds
+    assert 0 < samples < 16 * 4  # less than one epoch
+
+
 def test_dataloader_grid_covers_every_combination() -> None:
     dataset = dataloader.load_dataset("tests.data.custom_datasets:make_squares")
     runner = dataloader.TrialRunner(dataset, 64, batches_per_epoch=1, trial_seconds=0.0)

@@ -39,3 +39,37 @@ def test_an_idle_sm_clock_of_0_mhz_is_a_reading_not_a_question_mark():
     console = Console(width=100, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     console.print(render([sample]))
     assert "0/1980" in console.export_text()
+
+
+def test_a_lost_gpu_keeps_the_table_and_says_why_below_it():
+    from rich.console import Console
+
+    from dlrig.machine.gpu_sources import ReplaySource
+    from tests.conftest import NVSMI
+
+    source = ReplaySource([NVSMI / "tesla-t4-2procs-q-x.xml"])
+    source.advance(0.0)
+    good = source.read_gpu(0)
+    why = "NVML: GPU is lost (nvmlDeviceGetUtilizationRates) after 3 retries over 2 s"
+    readings = (GpuReading(0, "ok", good), GpuReading(1, "lost", good, why))
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(render([Sample(1.0, 0.0, readings, None, (), 1)]))
+    text = console.export_text()
+    lines = text.splitlines()
+    assert lines[1].startswith("GPU ") and "PCIe" in lines[1]  # still a table at 80 columns
+    assert any(line.startswith("1 T4") and "LOST" in line for line in lines), text
+    assert f"GPU 1 T4: LOST — {why}" in " ".join(text.split())  # wrapped at 80, whole
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_a_logfmt_line_stays_one_line_whatever_the_error_says():
+    import json as _json
+
+    from dlrig.monitor.stream import sample_lines
+
+    why = 'NVML: "GPU is lost"\nsecond line'
+    readings = (GpuReading(0, "lost", None, why),)
+    [line] = sample_lines(Sample(1.0, 0.0, readings, None, (), 1))
+    assert "\n" not in line
+    quoted = line.split("error=", 1)[1]
+    assert _json.loads(quoted) == why

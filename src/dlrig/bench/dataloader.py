@@ -127,6 +127,9 @@ class TrialRunner:
     trial_seconds: float = 1.5
     device: str | None = None  # "cuda:0" to copy batches there (pin_memory matters then)
     label: str = "dataset"
+    # With a budget (--quick) a trial ends here even mid-epoch: on many cores an epoch is
+    # 4 batches per worker of the most workers tried, minutes of reading at default settings.
+    limit_s: float | None = None
     _subset: Any = field(default=None, init=False)
     _epoch_length: int = field(default=0, init=False)
 
@@ -164,6 +167,8 @@ class TrialRunner:
                 samples += _batch_size(batch)
                 if self.device is not None:
                     _to_device(batch, self.device)
+                if self.limit_s is not None and time.perf_counter() - started > self.limit_s:
+                    return samples
             epochs += 1
             if samples == 0:
                 raise InputError(
@@ -377,6 +382,8 @@ def run(
         trial_seconds,
         cuda_device,
         label=target or "synthetic",
+        # About five trials fit: the default, three worker counts, one prefetch.
+        limit_s=None if budget_seconds is None else budget_seconds / 5,
     )
     cores = (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -26,11 +26,20 @@ def split_keys(text: str) -> list[str]:
     return out
 
 
+def _foreground(fd: int) -> bool:
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:  # a terminal that is not our controlling one: no job control to stop us
+        return True
+
+
 @contextlib.contextmanager
 def keys() -> Iterator[Callable[[float], list[str]]]:
     """`read(timeout)`: the keys typed (an escape sequence for an arrow), [] after timeout."""
     stdin = sys.stdin
-    if stdin is None or not stdin.isatty():
+    # Off a terminal, or in the background (`dlrig monitor &`: changing the terminal's mode
+    # from there stops the job with SIGTTOU), there are no keys.
+    if stdin is None or not stdin.isatty() or not _foreground(stdin.fileno()):
 
         def wait(timeout: float) -> list[str]:
             time.sleep(timeout)
@@ -54,4 +63,6 @@ def keys() -> Iterator[Callable[[float], list[str]]]:
 
         yield read
     finally:
-        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        # A hung-up terminal cannot be put back; the stop it caused must still come through.
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)

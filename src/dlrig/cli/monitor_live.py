@@ -105,11 +105,10 @@ def _interactive(
             history = sampler.history()
             for key in pressed if history else ():
                 sample = history[-1]
-                _, pids = process_table(sample, out.width, state.options)
-                send = state.press(key, pids)
+                _, rows = process_table(sample, out.width, state.options)
+                send = state.press(key, rows)
                 if send is not None:
-                    started = {h.pid: h.started_unix for h in sample.processes}
-                    state.message = send_signal(send.pid, send.signum, started.get(send.pid))
+                    state.message = send_signal(send.pid, send.signum, send.started_unix)
             latest = sampler.latest()
             if latest is not None and latest.sequence != last:
                 last = latest.sequence

@@ -78,14 +78,14 @@ def _user(process: Any) -> str | None:
             return None
 
 
-def send_signal(pid: int, signum: int, started_unix: float | None) -> str:
+def send_signal(pid: int, signum: int, started_unix: float) -> str:
     """Signal `pid` if it is still the process that started at `started_unix` (a pid reused
     since the view was drawn is someone else's); what happened, in words."""
     import psutil
 
     try:
         process = psutil.Process(pid)
-        if started_unix is not None and abs(process.create_time() - started_unix) > 1.0:
+        if abs(process.create_time() - started_unix) > 1.0:
             return f"pid {pid} is another process now: nothing sent"
         process.send_signal(signum)
     except psutil.NoSuchProcess:

@@ -105,7 +105,7 @@ def running_processes(nv: NvmlSession, handle: Any) -> tuple[GpuProcess, ...] | 
     """Compute and graphics processes on the GPU, with their container when they run in one."""
     found: dict[int, GpuProcess] = {}
     seen_any = False
-    use = process_utilisation(nv, handle)
+    listed: list[tuple[str, Any]] = []
     for kind, functions in (
         ("C", ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses")),
         (
@@ -117,27 +117,30 @@ def running_processes(nv: NvmlSession, handle: Any) -> tuple[GpuProcess, ...] | 
         if processes is None:
             continue
         seen_any = True
-        for proc in processes:
-            pid = int(proc.pid)
-            used = getattr(proc, "usedGpuMemory", None)
-            previous = found.get(pid)
-            # The PID is the host's; name it only when it is the same process here.
-            here = holds_nvidia_device(pid) is not False
-            container, pod = container_of_pid(pid) if here else (None, None)
-            sm, enc, dec = use.get(pid, (None, None, None))
-            found[pid] = GpuProcess(
-                pid=pid,
-                name=_process_name(pid) if here else None,
-                kind="C+G" if previous is not None and previous.kind != kind else kind,
-                used_memory_bytes=int(used) if isinstance(used, int) else None,
-                container_id=container,
-                kubernetes_pod_uid=pod,
-                gpu_instance_id=_instance_id(getattr(proc, "gpuInstanceId", None)),
-                compute_instance_id=_instance_id(getattr(proc, "computeInstanceId", None)),
-                sm_percent=sm,
-                encoder_percent=enc,
-                decoder_percent=dec,
-            )
+        listed += [(kind, proc) for proc in processes]
+    # Asked only when something runs: an idle GPU has no samples ("Not Found").
+    use = process_utilisation(nv, handle) if listed else {}
+    for kind, proc in listed:
+        pid = int(proc.pid)
+        used = getattr(proc, "usedGpuMemory", None)
+        previous = found.get(pid)
+        # The PID is the host's; name it only when it is the same process here.
+        here = holds_nvidia_device(pid) is not False
+        container, pod = container_of_pid(pid) if here else (None, None)
+        sm, enc, dec = use.get(pid, (None, None, None))
+        found[pid] = GpuProcess(
+            pid=pid,
+            name=_process_name(pid) if here else None,
+            kind="C+G" if previous is not None and previous.kind != kind else kind,
+            used_memory_bytes=int(used) if isinstance(used, int) else None,
+            container_id=container,
+            kubernetes_pod_uid=pod,
+            gpu_instance_id=_instance_id(getattr(proc, "gpuInstanceId", None)),
+            compute_instance_id=_instance_id(getattr(proc, "computeInstanceId", None)),
+            sm_percent=sm,
+            encoder_percent=enc,
+            decoder_percent=dec,
+        )
     return tuple(found.values()) if seen_any else None
 
 
@@ -158,7 +161,13 @@ def process_utilisation(
     each process's latest one is kept, as `nvidia-smi pmon` shows it. No sample (an idle
     process, an old driver) is no entry."""
     since = int(((time.time() if now_unix is None else now_unix) - PROCESS_SAMPLE_WINDOW_S) * 1e6)
-    samples = nv.get("nvmlDeviceGetProcessUtilization", handle, max(since, 0))
+    ask = getattr(nv.nvml, "nvmlDeviceGetProcessUtilization", None)
+    if ask is None:
+        return {}
+    try:
+        samples = ask(handle, max(since, 0))
+    except nv.nvml.NVMLError:  # NOT_FOUND: no sample in the window; an old driver: none at all
+        return {}
     latest: dict[int, Any] = {}
     for sample in samples or ():
         pid = int(sample.pid)

@@ -14,17 +14,26 @@ _CPUS = re.compile(r"^\s*(\d+)")
 def smallest_node_cpus(
     partition: str | None = None, runner: Runner | None = None, timeout_s: float = 10.0
 ) -> int | None:
-    """The CPU count of the partition's smallest node (all partitions when None); None where
-    sinfo is not installed or does not answer.
+    """The CPU count of the smallest node in `partition`, or in the default partition (the
+    one sbatch uses without -p, marked "*" by sinfo) when None; None where sinfo is not
+    installed or does not answer.
 
-    `sinfo -o %c` prints one line per node group: "64", or "32+" where nodes differ (the "+"
-    after the smallest)."""
+    `sinfo -o "%P %c"` prints one line per partition and node group: "gpu* 64", or "32+" where
+    the group's nodes differ (the "+" after the smallest)."""
     runner = runner or SubprocessRunner()
     if runner.which("sinfo") is None:
         return None
-    argv = ["sinfo", "-h", "-o", "%c"] + (["-p", partition] if partition else [])
-    result = runner.run(argv, timeout_s)
+    result = runner.run(["sinfo", "-h", "-o", "%P %c"], timeout_s)
     if not result.ok:
         return None
-    found = [int(m.group(1)) for line in result.stdout.splitlines() if (m := _CPUS.match(line))]
-    return min(found) if found else None
+    rows: list[tuple[str, bool, int]] = []
+    for line in result.stdout.splitlines():
+        name, _, cpus = line.strip().partition(" ")
+        match = _CPUS.match(cpus)
+        if name and match:
+            rows.append((name.rstrip("*"), name.endswith("*"), int(match.group(1))))
+    if partition is not None:
+        chosen = [cpus for name, _, cpus in rows if name == partition]
+    else:
+        chosen = [cpus for _, default, cpus in rows if default] or [cpus for *_, cpus in rows]
+    return min(chosen) if chosen else None

@@ -89,7 +89,8 @@ class _Row:
     pcie: str = ""
     throttle: str = ""
     history: tuple[float | None, ...] = ()
-    problem: str = ""  # LOST / HUNG / ERROR and why
+    problem: str = ""  # LOST / HUNG / ERROR: short, in the util column
+    why: str = ""  # the reader's words for it, on a line of their own under the table
     drawn: bool = True  # bars and sparkline for this row (not for MIG or lost GPUs)
 
 
@@ -101,8 +102,8 @@ def _gpu_rows(samples: Sequence[Sample]) -> list[_Row]:
         model = g.name if g else "?"
         name, full = f"{reading.index} {short_name(model)}", f"{reading.index} {model}"
         if not reading.up or g is None:
-            problem = f"{reading.status.upper()} {reading.error or ''}".strip()
-            rows.append(_Row(name, full, problem=problem, drawn=False))
+            status = reading.status.upper()
+            rows.append(_Row(name, full, problem=status, why=reading.error or "", drawn=False))
             continue
         used, total = g.memory_used_bytes, g.memory_total_bytes
         enc, dec = g.utilization_encoder_percent, g.utilization_decoder_percent
@@ -198,12 +199,14 @@ def _gpu_table(rows: Sequence[_Row], width: int) -> list[Any]:
     out: list[Any] = [Text(header, style="bold")]
     for row, line in zip(rows, body, strict=True):
         out.append(Text(line, style="bold red" if row.problem else ""))
+    # Why a GPU could not be read, in full: in the table it would push the numbers aside.
+    out += [Text(f"GPU {r.name}: {r.problem} — {r.why}", style="red") for r in rows if r.why]
     return out
 
 
 def _block(row: _Row) -> str:
     if row.problem:
-        return f"GPU {row.full_name}  {row.problem}"
+        return f"GPU {row.full_name}  {row.problem}  {row.why}".rstrip()
     if not row.drawn and row.util_text == "n/a":  # a MIG instance
         return f"{row.name}  mem {row.memory_text} GiB  {row.clocks}  {row.pcie}".rstrip()
     parts = [
@@ -252,13 +255,16 @@ class LiveView:
             yield Text(self.title, style="bold")
             yield from _gpu_table(_gpu_rows(self.samples), width)
         options = self.state.options if self.state is not None else self.processes
-        processes, pids = process_table(sample, width, options)
-        selected = self.state.selected if self.state is not None else None
+        processes, rows = process_table(sample, width, options)
         if processes:
             yield Text("")
             yield Text(processes[0], style="bold")
-            for row, line in enumerate(processes[1:]):
-                chosen = row < len(pids) and pids[row] == selected
+            for position, line in enumerate(processes[1:]):
+                chosen = (
+                    self.state is not None
+                    and position < len(rows)
+                    and self.state.is_selected(rows[position])
+                )
                 yield Text(line, style="reverse" if chosen else "")
         if sample.host is not None:
             previous = self.samples[-2] if len(self.samples) > 1 else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dlrig.machine.host_processes import HostProcess
 from dlrig.machine.model import GpuProcess
@@ -19,6 +19,15 @@ from dlrig.monitor.columns import Column, lay_out, lines
 from dlrig.monitor.sample import Sample
 
 SORT_KEYS = ("gpu", "gpu-memory", "sm", "cpu", "rss", "time", "pid")
+
+
+class Row(NamedTuple):
+    """What one line of the process list shows: a pid can be on several GPUs (a line each);
+    `started_unix` is from the host (None: not a process this host can see)."""
+
+    gpu: int
+    pid: int
+    started_unix: float | None
 
 
 @dataclass(frozen=True)
@@ -152,12 +161,15 @@ def process_lines(sample: Sample, width: int, options: ProcessOptions | None = N
 
 def process_table(
     sample: Sample, width: int, options: ProcessOptions | None = None
-) -> tuple[list[str], list[int]]:
-    """`process_lines` and, for each line after the header, the pid it shows (for selecting
-    a process in the interactive view)."""
+) -> tuple[list[str], list[Row]]:
+    """`process_lines` and, for each line after the header, the process it shows (for
+    selecting one in the interactive view)."""
     options = options or ProcessOptions()
     procs = select(sample, options)
-    pids = [p.process.pid for p in procs]
+    pids = [
+        Row(p.gpu, p.process.pid, p.host.started_unix if p.host is not None else None)
+        for p in procs
+    ]
     if not procs:
         if options.filter and any(r.gpu and r.gpu.processes for r in sample.gpus):
             return [f"no GPU process matches --filter {options.filter!r}"], []

@@ -167,7 +167,9 @@ class Sampler:
         # per direction) still answers; only a call stuck past it counts as hung.
         self.call_timeout_seconds = call_timeout_seconds
         self._host = HostMeter() if host else None
-        self._processes = ProcessMeter() if host else None
+        # A replay's pids are another machine's: never looked up here.
+        live = getattr(source.info, "kind", None) != "replay"
+        self._processes = ProcessMeter() if host and live else None
         self._workers = [_DeviceWorker(i, source.read_gpu) for i in indices]
         self._last_good: dict[int, Gpu] = {}
         self._xid = _XidState()

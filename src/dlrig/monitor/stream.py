@@ -8,6 +8,7 @@ parser of their own. `--format json` writes the `--once --json` document once pe
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from dlrig.monitor.sample import Sample
@@ -19,7 +20,9 @@ def _value(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.1f}".rstrip("0").rstrip(".") if value % 1 else f"{value:.0f}"
     text = str(value)
-    return f'"{text}"' if any(c in text for c in ' ="') else text
+    # logfmt: quoted, with JSON's escapes, where a space, '=', a quote or a line break is in it
+    # (an NVML error message), so one GPU stays one line.
+    return json.dumps(text) if any(c in text for c in ' ="\\\n\r') else text
 
 
 def timestamp(sample: Sample) -> str:

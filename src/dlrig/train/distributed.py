@@ -113,8 +113,11 @@ class World:
             raise self.find_late("an all-reduce of run state", exc) from None
         return [int(v) for v in tensor.tolist()]
 
-    def close(self) -> None:
-        if self.control is not None and dist.is_initialized():
+    def close(self, failing: bool = False) -> None:
+        """Leave dlrig's groups. `failing`: this rank is on its way out with an exception, so
+        it does not wait at a barrier for peers that may never come (torchrun tears the job
+        down once this process exits)."""
+        if self.control is not None and dist.is_initialized() and not failing:
             # Every rank is done before any tears its groups down: gloo aborts a process
             # ("terminate called without an active exception") whose peer closes the
             # sockets under a thread still running.

@@ -379,8 +379,9 @@ class Run:
         self.close()
         return summary
 
-    def close(self) -> None:
-        """Stop the observer, give SIGTERM back, leave the process group if dlrig made it."""
+    def close(self, failing: bool = False) -> None:
+        """Stop the observer, give SIGTERM back, leave the process group if dlrig made it
+        (`failing`: on the way out with an exception, without waiting for the other ranks)."""
         if self._closed:
             return
         self._closed = True
@@ -392,10 +393,10 @@ class Run:
         if self._installed_signals:
             self.signals.restore()
             self._installed_signals = False
-        self.world.close()
+        self.world.close(failing)
 
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, *rest: object) -> None:
+        self.close(failing=kind is not None)
