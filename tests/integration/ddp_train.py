@@ -8,6 +8,7 @@ process gets on the full batch (`--reference`). Used by the Slurm and torchrun t
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import subprocess
@@ -67,6 +68,11 @@ def distributed() -> float:
     # without an active exception", seen in a fresh-clone CI run; mosaicml/streaming#186 does
     # the same).
     dist.barrier()
+    # And nothing may hold the group past destroy: DDP's reducer keeps it alive, and a gloo
+    # group finalised with the interpreter aborts the process the same way (seen once in 2
+    # fresh-clone runs after the barrier was added). Collected now, while Python is whole.
+    del net, opt
+    gc.collect()
     dist.destroy_process_group()
     return final
 

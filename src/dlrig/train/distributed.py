@@ -10,8 +10,10 @@ so the question "who was late?" must be asked on another group.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
+import gc
 import os
 import re
 from dataclasses import dataclass, field
@@ -167,6 +169,10 @@ def init(timeout_s: float) -> World:
         world.backend = str(dist.get_backend())
     elif world_size > 1:
         backend = "nccl" if cuda else "gloo"
+        # The DDP wrapper dlrig hands back holds the process group; left to the interpreter's
+        # finalisation (a reference cycle), a gloo group aborts the process at exit. A
+        # collection at exit, while Python is still whole, frees an unreachable one in time.
+        atexit.register(gc.collect)
         dist.init_process_group(
             backend=backend,
             timeout=datetime.timedelta(seconds=timeout_s),
