@@ -108,7 +108,9 @@ def main() -> None:
     args = parser.parse_args()
 
     source = ReplaySource([CAPTURE], state="load", replicate=GPUS)
-    sampler = Sampler(source, interval_seconds=args.interval, host=True)
+    # The process view on, as on a live machine: the replay's pids are looked up on this host
+    # every sample (psutil), though a replay would not by default.
+    sampler = Sampler(source, interval_seconds=args.interval, host=True, host_processes=True)
     page = MetricsPage(source.info, ExporterOptions(), sampler)
     sampler.add_listener(page.update)
 

@@ -147,7 +147,9 @@ def named_here(gpus: Sequence[GpuReading]) -> set[int]:
 class Sampler:
     """Samples `source` in the background; `latest()` and listeners see each finished round.
 
-    `gpu_indices` reads only those GPUs (NVML's numbering; a replay's in file order)."""
+    `gpu_indices` reads only those GPUs (NVML's numbering; a replay's in file order).
+    `host_processes` adds the host's view of the GPU processes to each sample (default: with
+    `host`, for live sources only)."""
 
     def __init__(
         self,
@@ -157,6 +159,7 @@ class Sampler:
         host: bool = True,
         keep: int = 600,
         gpu_indices: Sequence[int] | None = None,
+        host_processes: bool | None = None,
     ) -> None:
         if interval_seconds <= 0:
             raise ValueError("interval_seconds must be positive")
@@ -167,9 +170,11 @@ class Sampler:
         # per direction) still answers; only a call stuck past it counts as hung.
         self.call_timeout_seconds = call_timeout_seconds
         self._host = HostMeter() if host else None
-        # A replay's pids are another machine's: never looked up here.
-        live = getattr(source.info, "kind", None) != "replay"
-        self._processes = ProcessMeter() if host and live else None
+        # The host's view of the GPU processes (user, CPU %, ...); by default only for live
+        # sources: a replay's pids are another machine's.
+        if host_processes is None:
+            host_processes = host and getattr(source.info, "kind", None) != "replay"
+        self._processes = ProcessMeter() if host_processes else None
         self._workers = [_DeviceWorker(i, source.read_gpu) for i in indices]
         self._last_good: dict[int, Gpu] = {}
         self._xid = _XidState()
