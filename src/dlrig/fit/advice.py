@@ -101,8 +101,13 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
     for changes in singles:
         add(changes, _peak(traced, ctx, changes))
     scaled = _more_gpus(traced, ctx, {})
-    if scaled is not None:
+    if scaled is not None and scaled[1] <= limit:
+        # Sharding over more GPUs is offered only where it fits: FSDP does not shard the
+        # activations, and "--gpus 1024 still over" is no advice.
         add(*scaled)
+    if memory.peak_bytes > limit:
+        already = [a.options for a in out if a.fits]  # a remedy that fits alone needs no more
+        out.extend(_shorter_sequences(traced, ctx, [c for c in singles if c not in already]))
     if memory.peak_bytes > limit:
         larger = sorted(
             (s for s in catalogue().specs if (s.memory_bytes or 0) >= memory.peak_bytes),
@@ -141,9 +146,37 @@ def _combinations(
             if "strategy" in base or "qlora" in base:
                 continue
             scaled = _more_gpus(traced, ctx, base)
-            if scaled is not None:
+            if scaled is not None and scaled[1] <= limit:
                 changes, peak = scaled
-                out.append(Advice(_flags(changes), changes, peak, peak <= limit))
-                if peak <= limit:
-                    break
+                out.append(Advice(_flags(changes), changes, peak, True))
+                break
+    return out
+
+
+def _shorter_sequences(
+    traced: TracedWorkload, ctx: Context, singles: list[dict[str, Any]]
+) -> list[Advice]:
+    """The longest halving of --seq-len that fits, as it is and with activation checkpointing:
+    with fused attention the activations grow linearly in the sequence length, so a shorter
+    one is the first fix most people reach for (it changes the data, so it is the user's call:
+    offered, never chosen)."""
+    seq = ctx.options.seq_len or getattr(traced.workload, "seq_len", None)
+    if not seq or traced.workload.task != "causal_lm":
+        return []
+    out: list[Advice] = []
+    variants: list[dict[str, Any]] = [{}]
+    variants += [c for c in singles if set(c) == {"grad_checkpointing"}]
+    for base in variants:
+        length = seq // 2
+        for _ in range(3):  # seq/2, seq/4, seq/8: each a trace
+            if length < 128:
+                break
+            changes = {"seq_len": length, **base}
+            peak = _peak(traced, ctx, changes)
+            if peak is None:
+                break
+            if peak <= ctx.memory_bytes:
+                out.append(Advice(_flags(changes), changes, peak, True, "shorter sequences"))
+                break
+            length //= 2
     return out
