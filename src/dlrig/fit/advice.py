@@ -117,9 +117,9 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
             best = larger[0]
             room = best.memory_bytes or 0
             add({"gpu": best.id}, memory.peak_bytes, f"{room / 1024**3:.0f} GiB", room)
-    if not any(a.fits for a in out) or all(
-        "gpu" in a.options or "gpus" in a.options for a in out if a.fits
-    ):
+    # Pairs are looked for unless a change that keeps the run as it is already fits: a larger
+    # or more GPUs cost money, a shorter sequence changes the data.
+    if all({"gpu", "gpus", "seq_len"} & set(a.options) for a in out if a.fits):
         out.extend(_combinations(traced, ctx, singles))
     return tuple(out)
 
