@@ -26,67 +26,57 @@ ADA = NVSMI / "rtx4000-sff-ada-4procs-q-x-v13.xml"  # four processes, a long mod
 WIDTHS = (80, 120, 200)
 
 
-def capture(replay: Path, width: int, extra: tuple[str, ...] = (), height: int = 30) -> str:
-    """Start `dlrig monitor` on the replay in a detached tmux of `width` columns, wait for the
-    second frame, and return the screen as tmux shows it."""
-    tmux = shutil.which("tmux")
-    assert tmux, "tmux is installed by make test (.ci/system-packages.txt)"
-    session = f"dlrig-{uuid.uuid4().hex[:8]}"
-    socket = f"{session}-socket"  # a server of its own: a killed one may still be exiting
-    command = " ".join(
-        [
-            sys.executable,
-            "-m",
-            "dlrig.cli.main",
-            "monitor",
-            "--replay",
-            str(replay),
-            "--interval",
-            "0.2",
-            *extra,
-        ]
-    )
-    env = {**os.environ, "TERM": "xterm-256color"}
-    env.pop("COLUMNS", None)
-    subprocess.run(
-        [
-            tmux,
-            "-L",
-            socket,
-            "new-session",
-            "-d",
-            "-s",
-            session,
-            "-x",
-            str(width),
-            "-y",
-            str(height),
-            "-c",
-            str(ROOT),
-            command,
-        ],
-        check=True,
-        env=env,
-    )
-    try:
-        screen = ""
-        while "»" not in screen or "PCIe" not in screen:  # pytest-timeout bounds the wait
-            time.sleep(0.3)
-            screen = subprocess.run(
-                [tmux, "-L", socket, "capture-pane", "-p", "-t", session],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-        time.sleep(0.5)  # one frame more: the sparkline has two points
+class Tmux:
+    """`dlrig monitor ARGS` in a detached tmux server of its own (a killed one may still be
+    exiting), `width` columns wide; the server goes when the block ends."""
+
+    def __init__(self, args: tuple[str, ...], width: int, height: int = 30) -> None:
+        tmux = shutil.which("tmux")
+        assert tmux, "tmux is installed by make test (.ci/system-packages.txt)"
+        self.tmux = tmux
+        self.session = f"dlrig-{uuid.uuid4().hex[:8]}"
+        self.socket = f"{self.session}-socket"
+        self.env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+        self.env["TERM"] = "xterm-256color"
+        command = " ".join([sys.executable, "-m", "dlrig.cli.main", "monitor", *args])
+        self.run("new-session", "-d", "-s", self.session, "-x", str(width), "-y", str(height),
+                 "-c", str(ROOT), command)  # fmt: skip
+
+    def run(self, *args: str) -> str:
         return subprocess.run(
-            [tmux, "-L", socket, "capture-pane", "-p", "-t", session],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-    finally:
-        subprocess.run([tmux, "-L", socket, "kill-server"], check=False, capture_output=True)
+            [self.tmux, "-L", self.socket, *args],
+            check=True, capture_output=True, text=True, env=self.env,
+        ).stdout  # fmt: skip
+
+    def screen(self, escapes: bool = False) -> str:
+        return self.run("capture-pane", "-p", *(["-e"] if escapes else []), "-t", self.session)
+
+    def screen_when(self, *texts: str, escapes: bool = False) -> str:
+        """The screen once every text is on it (pytest-timeout bounds the wait)."""
+        screen = ""
+        while not all(text in screen for text in texts):
+            time.sleep(0.2)
+            screen = self.screen(escapes)
+        return screen
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", self.session, *keys)
+
+    def __enter__(self) -> Tmux:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run([self.tmux, "-L", self.socket, "kill-server"], check=False,
+                       capture_output=True)  # fmt: skip
+
+
+def capture(replay: Path, width: int, extra: tuple[str, ...] = ()) -> str:
+    """`dlrig monitor` on the replay at `width` columns: the screen once the first frame and
+    its reading are drawn, and one frame more (the sparkline has two points)."""
+    with Tmux(("--replay", str(replay), "--interval", "0.2", *extra), width) as tmux:
+        tmux.screen_when("»", "PCIe")
+        time.sleep(0.5)
+        return tmux.screen()
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -120,59 +110,20 @@ def test_processes_keep_their_numbers_and_only_names_are_cut(width):
 
 
 def test_keys_select_sort_and_refuse_to_signal_a_replays_process():
-    tmux = shutil.which("tmux")
-    assert tmux
-    session = f"dlrig-{uuid.uuid4().hex[:8]}"
-    socket = f"{session}-socket"
     encode = NVSMI / "rtx4080super-capture-idle-load.txt"  # seven processes under load
-    command = " ".join(
-        [
-            sys.executable,
-            "-m",
-            "dlrig.cli.main",
-            "monitor",
-            "--replay",
-            str(encode),
-            "--replay-state",
-            "load",
-            "--interval",
-            "0.2",
-            ";",
-            "echo",
-            "EXIT=$?",
-            ";",
-            "sleep",
-            "60",
-        ]
-    )
-    env = {**os.environ, "TERM": "xterm-256color"}
-
-    def tmux_run(*args: str) -> str:
-        return subprocess.run(
-            [tmux, "-L", socket, *args], check=True, capture_output=True, text=True, env=env
-        ).stdout
-
-    def screen_when(text: str, escapes: bool = False) -> str:
-        screen = ""
-        while text not in screen:  # pytest-timeout bounds the wait
-            time.sleep(0.2)
-            screen = tmux_run("capture-pane", "-p", *(["-e"] if escapes else []), "-t", session)
-        return screen
-
-    tmux_run("new-session", "-d", "-s", session, "-x", "140", "-y", "30", "-c", str(ROOT), command)
-    try:
-        screen_when("keys: ")
-        tmux_run("send-keys", "-t", session, "Down", "Down", "s")
-        screen = screen_when("[sort: gpu-memory]", escapes=True)
+    args = ("--replay", str(encode), "--replay-state", "load", "--interval", "0.2",
+            ";", "echo", "EXIT=$?", ";", "sleep", "60")  # fmt: skip
+    with Tmux(args, 140) as tmux:
+        tmux.screen_when("keys: ")
+        tmux.keys("Down", "Down", "s")
+        screen = tmux.screen_when("[sort: gpu-memory]", escapes=True)
         # The second row (pid 5021, the second ffmpeg) is drawn in reverse video: selected.
         [row] = [line for line in screen.splitlines() if " 5021 " in line]
         assert "\x1b[7m" in row, screen
-        tmux_run("send-keys", "-t", session, "K")
-        screen_when("no SIGKILL sent: a replay's processes are not on this machine")
-        tmux_run("send-keys", "-t", session, "q")
-        screen_when("EXIT=0")
-    finally:
-        subprocess.run([tmux, "-L", socket, "kill-server"], check=False, capture_output=True)
+        tmux.keys("K")
+        tmux.screen_when("no SIGKILL sent: a replay's processes are not on this machine")
+        tmux.keys("q")
+        tmux.screen_when("EXIT=0")
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from dlrig.monitor.columns import Column, lay_out, lines
 from dlrig.monitor.interactive import ViewState
-from dlrig.monitor.processes import ProcessOptions, process_table
+from dlrig.monitor.processes import ProcessOptions, gib, process_table
 from dlrig.monitor.reading import Reading, read_situation
 from dlrig.monitor.sample import Sample
 
@@ -36,10 +36,6 @@ def bar(fraction: float | None, width: int = 12) -> str:
     fraction = min(max(fraction, 0.0), 1.0)
     filled = round(fraction * width)
     return "█" * filled + "░" * (width - filled)
-
-
-def _gib(value: int | None) -> str:
-    return "?" if value is None else f"{value / 2**30:.1f}"
 
 
 def _number(value: float | None, unit: str = "") -> str:
@@ -117,7 +113,7 @@ def _gpu_rows(samples: Sequence[Sample]) -> list[_Row]:
                 util_text=_number(g.utilization_gpu_percent, "%"),
                 video="" if not (enc or dec) else f"{_number(enc, '%')}/{_number(dec, '%')}",
                 memory=used / total if used is not None and total else None,
-                memory_text=f"{_gib(used)}/{_gib(total)}",
+                memory_text=f"{gib(used)}/{gib(total)}",
                 power=f"{_number(g.power_draw_watts)}{limit}",
                 temp=_number(g.temperature_c, "°C"),
                 clocks=f"{_number(g.sm_clock_mhz)}/{_number(g.sm_clock_max_mhz)}",
@@ -135,7 +131,7 @@ def _gpu_rows(samples: Sequence[Sample]) -> list[_Row]:
                     label,
                     util_text="n/a",  # NVML reports no utilisation per MIG instance
                     memory=used / total if used is not None and total else None,
-                    memory_text=f"{_gib(used)}/{_gib(total)}",
+                    memory_text=f"{gib(used)}/{gib(total)}",
                     clocks="" if mig.sm_count is None else f"{mig.sm_count} SMs",
                     pcie="" if mig.gpu_instance_id is None else f"GI {mig.gpu_instance_id}",
                     drawn=False,
@@ -299,8 +295,8 @@ def host_lines(sample: Sample, previous: Sample | None, width: int) -> list[str]
     parts = [
         f"host CPU {bar(h.cpu_percent / 100, 10)} {h.cpu_percent:3.0f}% "
         f"(busiest core {busiest:.0f}%, {len(h.cpu_percent_per_core)} cores)",
-        f"RAM {_gib(h.memory_used_bytes)}/{_gib(h.memory_total_bytes)} GiB",
-        f"/dev/shm {_gib(h.shm_used_bytes)}/{_gib(h.shm_total_bytes)} GiB",
+        f"RAM {gib(h.memory_used_bytes)}/{gib(h.memory_total_bytes)} GiB",
+        f"/dev/shm {gib(h.shm_used_bytes)}/{gib(h.shm_total_bytes)} GiB",
         f"disk r {_mb(_rate(previous, sample, 'disk_read_bytes_total'))} "
         f"w {_mb(_rate(previous, sample, 'disk_write_bytes_total'))}",
         f"net rx {_mb(_rate(previous, sample, 'network_receive_bytes_total'))} "

@@ -59,7 +59,8 @@ class _Proc:
         return container
 
 
-def _gib(value: int | None) -> str:
+def gib(value: int | None) -> str:
+    """Bytes as GiB with one decimal, "?" when unknown (the live view's memory figures)."""
     return "?" if value is None else f"{value / 2**30:.1f}"
 
 
@@ -183,7 +184,7 @@ def process_table(
     columns = [
         Column("GPU", cells(lambda p: str(p.gpu)), right=True),
         Column("PID", cells(lambda p: str(p.process.pid)), right=True),
-        Column("GPU GiB", cells(lambda p: _gib(p.process.used_memory_bytes)), right=True),
+        Column("GPU GiB", cells(lambda p: gib(p.process.used_memory_bytes)), right=True),
         Column("SM%", cells(lambda p: _percent(p.process.sm_percent)), right=True, rank=1),
         Column("command", cells(lambda p: p.command), rank=1, least=7, cut=True),
     ]
@@ -236,7 +237,7 @@ def process_table(
             ),
             Column(
                 "RSS GiB",
-                cells(lambda p: _gib(p.host.rss_bytes) if p.host else "-"),
+                cells(lambda p: gib(p.host.rss_bytes) if p.host else "-"),
                 right=True,
                 rank=2,
             ),
@@ -260,7 +261,7 @@ def process_table(
     layout = lay_out(columns, width)
     if layout is None:
         blocks = [
-            f"GPU {p.gpu} pid {p.process.pid} {_gib(p.process.used_memory_bytes)} GiB {p.command}"
+            f"GPU {p.gpu} pid {p.process.pid} {gib(p.process.used_memory_bytes)} GiB {p.command}"
             for p in procs
         ]
         return ["GPU processes", *blocks], pids
