@@ -153,6 +153,12 @@ def test_cost_and_upgrade_from_recorded_evidence(run_dlrig, tmp_path: Path) -> N
         (["plan", "resnet50", "--utilisation", "2"], "--utilisation 2.0 is not between 0 and 1"),
         (["plan", "resnet50", "--assume", "spot=0.5"], "--assume spot: no such assumption"),
         (["plan", "resnet50", "--gpu", "rtx-9999"], "not in the GPU catalogue"),
+        # issue 24: each of these made every TCO after it meaningless (--years 0 divided by 0)
+        (["plan", "resnet50", "--years", "0"], "--years=0.0 is outside (0,inf)"),
+        (["plan", "resnet50", "--assume", "spot_discount=5"], "spot_discount=5 is outside [0,1]"),
+        (["plan", "resnet50", "--pue", "0.9"], "--pue=0.9 is outside [1,inf)"),
+        (["plan", "resnet50", "--budget", "-100"], "--budget -100 is not a sum of money"),
+        (["plan", "cost", "--history", "x.db", "--pue", "0"], "--pue=0.0 is outside [1,inf)"),
         (["plan", "/nonexistent/w.yaml"], "cannot read"),
         (["plan", "check", "/nonexistent/build.yaml"], "no such build file"),
         (["plan", "cost", "--history", "/nonexistent.db"], "no such history database"),

@@ -10,7 +10,7 @@ from importlib import resources
 
 import pytest
 
-from dlrig.knowledge.gpus import catalogue
+from dlrig.knowledge.gpus import catalogue, lookup
 
 # NVIDIA compute capabilities by architecture (CUDA C++ Programming Guide, compute capabilities)
 CAPABILITIES = {
@@ -90,3 +90,21 @@ def test_b200_row_reads_as_its_spec_sheet():
         4500.0,
     )
     assert b200.memory_gb == 180 and b200.memory_bandwidth_gbs == 7700
+
+
+@pytest.mark.parametrize(
+    ("typed", "gpu"),
+    [
+        ("rtx4090", "rtx-4090"),
+        ("RTX-4090", "rtx-4090"),
+        ("geforce rtx4090", "rtx-4090"),
+        ("A100-SXM4-80GB", "a100-sxm4-80gb"),
+        ("a100sxm4 80 GB", "a100-sxm4-80gb"),
+        ("L40S", "l40s"),
+        ("l40", "l40"),
+        ("mi300x", "mi300x"),
+    ],
+)
+def test_names_are_found_with_and_without_spaces_between_letters_and_digits(typed, gpu):
+    # issue 24: "rtx4090" was refused while "4090" worked
+    assert lookup(typed).spec.id == gpu

@@ -103,3 +103,15 @@ def test_psu_efficiency_interpolates_between_certified_points() -> None:
     assert knowledge.psu_efficiency("platinum", "115v_internal", 0.75) == pytest.approx(0.905)
     assert knowledge.psu_efficiency("platinum", "115v_internal", 0.05) == pytest.approx(0.90)
     assert knowledge.psu_efficiency("titanium", "230v_eu_internal", 1.3) == pytest.approx(0.94)
+
+
+def test_every_assumption_default_lies_in_its_allowed_interval():
+    from dlrig.plan.assume import within
+
+    for name, row in knowledge.assumptions().items():
+        if row.allowed:
+            assert within(float(row.value), row.allowed), name
+        else:
+            assert row.unit == "level", name  # the one word-valued input
+    assert within(1.0, "[1,inf)") and not within(0.99, "[1,inf)")
+    assert within(1.0, "(0,1]") and not within(0.0, "(0,1]") and not within(float("nan"), "[0,1]")

@@ -19,8 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dlrig.diagnose.scanner import Hit, ScanResult
+from dlrig.knowledge import extensions
 from dlrig.knowledge import xid as xid_knowledge
 from dlrig.knowledge.signatures import Rule, SignatureSet
+
+# Below render's "possible" threshold: named, with both readings, never headlined as the cause.
+UNKNOWN_MODULE_WEIGHT = 0.45
 
 # Severity of an Xid sets how much weight its finding carries.
 _XID_WEIGHT = {"critical": 0.94, "warn": 0.82, "info": 0.62}
@@ -99,6 +103,14 @@ def _candidates(result: ScanResult, signature_set: SignatureSet) -> dict[str, Ca
             if reason:
                 candidate = add(signature.cause, hit, signature.weight, signature.level, groups)
                 candidate.groups["uneven_reason"] = reason
+        elif signature.extractor == "module":
+            # A module no package is known to install, nor a typo of one, is as often the
+            # project's own code (a script run from another folder, an import that names a file
+            # the repository does not have) as a package to install: a possible cause, not a
+            # confident one.
+            known, typo_of = extensions.known_module(groups.get("module", ""))
+            weight = signature.weight if known or typo_of else UNKNOWN_MODULE_WEIGHT
+            add(signature.cause, hit, weight, signature.level, groups)
         elif signature.extractor == "torch_installs":
             installs = _torch_installs(hit)
             if installs:

@@ -3,11 +3,13 @@
 `diagnose` reads "<library>: undefined symbol: _ZN3c10..." and "version `GLIBCXX_3.4.30' not
 found"; these tables turn the library's path into the package to reinstall
 (`compiled_extensions.csv`) and a libstdc++ symbol version into the GCC release that ships it
-(`glibcxx_versions.csv`).
+(`glibcxx_versions.csv`). A missing Python module's name is looked up in `python_modules.csv`:
+the pip distribution that installs it, or the known name it is a typo of.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from dataclasses import dataclass
@@ -101,3 +103,27 @@ def demangle(symbol: str) -> str:
     if not names or not rest.startswith(("E", "I")):
         return symbol
     return "::".join(names)
+
+
+@dataclass(frozen=True)
+class PythonModule:
+    module: str
+    distribution: str
+    source: str
+    as_of: str
+
+
+@functools.cache
+def python_modules() -> dict[str, PythonModule]:
+    return {row.module: row for row in records("python_modules", PythonModule)}
+
+
+def known_module(name: str) -> tuple[PythonModule | None, PythonModule | None]:
+    """(the package `name` imports, or None; else the known module it is most likely a typo of,
+    or None). "lightening" is close to "lightning"; "model_resnet_mean" is close to nothing."""
+    table = python_modules()
+    if name in table:
+        return table[name], None
+    lowered = {module.lower(): row for module, row in table.items()}
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.85)
+    return None, lowered[close[0]] if close else None

@@ -68,8 +68,14 @@ class GpuSpec:
 
 
 def tokens(name: str) -> frozenset[str]:
-    """The comparable tokens of a GPU name ("80 GB" is folded into "80gb")."""
+    """The comparable tokens of a GPU name ("80 GB" is folded into "80gb").
+
+    Letters and digits are split apart ("rtx4090" is "rtx 4090", "3090ti" is "3090 ti", "l40s"
+    is "l 40 s"), because people type card names with and without the space; a memory size
+    stays one token, so "80gb" and "80 GB" still compare equal.
+    """
     lowered = name.lower().replace("-", " ").replace("_", " ")
+    lowered = re.sub(r"(?<=[a-z])(?=\d)|(?<=\d)(?=[a-z])", " ", lowered)
     lowered = re.sub(r"(\d+)\s*gb\b", r"\1gb", lowered)
     return frozenset(t for t in _TOKEN.findall(lowered) if t not in _NOISE_WORDS)
 

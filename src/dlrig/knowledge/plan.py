@@ -93,6 +93,7 @@ class Assumption(Sourced):
     name: str
     value: str
     unit: str
+    allowed: str  # an interval such as "[0,1]" or "(0,inf)"; empty for a word
     sourced: bool
     description: str
 

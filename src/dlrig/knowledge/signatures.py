@@ -22,7 +22,7 @@ from dlrig.knowledge.tables import KnowledgeError
 # "supporting": never a finding on its own; it adds evidence to a finding of the same cause
 # that other signatures made (an interface choice that only matters when connections fail).
 LEVELS = ("fatal", "warning", "supporting")
-EXTRACTORS = ("xid", "uneven_collectives", "torch_installs")
+EXTRACTORS = ("xid", "uneven_collectives", "torch_installs", "module")
 # Conditions a rule may put on its consequence (computed by the ranker, see diagnose/rank.py).
 RULE_CONDITIONS = ("xid_application_only",)
 # "repo:path@version" (a file in a public repository at a tag or commit) or "docs:URL" (a

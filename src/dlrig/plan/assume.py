@@ -8,6 +8,7 @@ to replace with their own.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -56,15 +57,16 @@ def parse_assume(items: Iterable[str]) -> dict[str, str]:
                 f"--assume {name}: no such assumption",
                 fix="one of: " + ", ".join(sorted(table)),
             )
-        _check_number(name, value, table[name].value, f"--assume {name}")
+        _check_number(name, value, f"--assume {name}")
         result[name] = value
     return result
 
 
-def _check_number(name: str, value: str, default: str, flag: str) -> None:
-    try:
-        float(default)
-    except ValueError:
+def _check_number(name: str, value: str, flag: str) -> None:
+    """A given value checked against its row's `allowed` interval: a PUE below 1, a spot
+    discount above 1 or zero years would make every TCO after it meaningless."""
+    allowed = knowledge.assumptions()[name].allowed
+    if not allowed:
         if name == "psu_efficiency_level" and value not in knowledge.psu_levels():
             raise InputError(
                 f"{flag}={value!r} is not an 80 PLUS level",
@@ -77,8 +79,27 @@ def _check_number(name: str, value: str, default: str, flag: str) -> None:
         raise InputError(
             f"{flag}={value!r} is not a number", fix=f"give a number for {name}"
         ) from None
-    if number < 0:
-        raise InputError(f"{flag}={value} is negative", fix=f"give a value >= 0 for {name}")
+    if not within(number, allowed):
+        raise InputError(
+            f"{flag}={value} is outside {allowed}",
+            fix=f"give {name} in {allowed} ({_words(allowed)})",
+        )
+
+
+def within(number: float, interval: str) -> bool:
+    """Whether `number` lies in an interval written "[0,1]", "(0,inf)" or "[1,inf)"."""
+    low, high = interval[1:-1].split(",")
+    above = number >= float(low) if interval[0] == "[" else number > float(low)
+    below = number <= float(high) if interval[-1] == "]" else number < float(high)
+    return math.isfinite(number) and above and below
+
+
+def _words(interval: str) -> str:
+    low, high = interval[1:-1].split(",")
+    first = f"at least {low}" if interval[0] == "[" else f"more than {low}"
+    if high == "inf":
+        return first
+    return first + (f" and at most {high}" if interval[-1] == "]" else f" and below {high}")
 
 
 class Inputs:
@@ -105,7 +126,7 @@ class Inputs:
             if value is None:
                 continue
             row = self._table[name]
-            _check_number(name, str(value), row.value, flag)
+            _check_number(name, str(value), flag)
             self._values[name] = Input(
                 name, str(value), row.unit, flag, False, row.description, "given by the user"
             )

@@ -3,6 +3,7 @@ into workloads, constraints and inputs. Options given on the command line win ov
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -84,8 +85,11 @@ def request(
     if most < 1:
         raise InputError(f"--max-gpus {most}", fix="give at least 1")
     deadline = pick("deadline")
+    budget = float(pick("budget")) if pick("budget") is not None else None
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
+        raise InputError(f"--budget {budget:g} is not a sum of money", fix="give USD > 0")
     constraints = Constraints(
-        budget_usd=float(pick("budget")) if pick("budget") is not None else None,
+        budget_usd=budget,
         deadline_hours=parsing.hours(str(deadline), "--deadline") if deadline is not None else None,
         circuit=circuit(pick("circuit")),
         form_factor=str(pick("form_factor", "any")),

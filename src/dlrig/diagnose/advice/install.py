@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from dlrig.diagnose import install
+from dlrig.knowledge import extensions
 from dlrig.machine.model import Machine
 
 
@@ -110,8 +111,6 @@ def extension_abi(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     """extension_abi_mismatch: the extension's package and how to get a build for this torch."""
-    from dlrig.knowledge import extensions
-
     library = groups.get("library", "")
     symbol = groups.get("symbol", "")
     known = extensions.extension_for(library) if library else None
@@ -148,7 +147,6 @@ def glibcxx(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     """glibcxx_missing: which runtime is too old and how to bring a newer one first."""
-    from dlrig.knowledge import extensions
 
     needed = groups.get("needed", "")
     runtime = groups.get("runtime", "")
@@ -284,42 +282,33 @@ def jax_component(
     return out
 
 
-# Import names whose pip package has another name (the usual ones in training scripts).
-_PACKAGE_OF_MODULE = {
-    "cv2": "opencv-python",
-    "PIL": "pillow",
-    "sklearn": "scikit-learn",
-    "skimage": "scikit-image",
-    "yaml": "pyyaml",
-    "attr": "attrs",
-    "bs4": "beautifulsoup4",
-    "Crypto": "pycryptodome",
-    "google": "protobuf",
-    "tensorboardX": "tensorboardX",
-    "lightning_fabric": "lightning",
-    "pytorch_lightning": "pytorch-lightning",
-    "llamafactory": "llamafactory",
-    "flash_attn": "flash-attn",
-    "mmcv": "mmcv",
-    "dotenv": "python-dotenv",
-    "jaxlib": "jaxlib",
-    "apex": "apex (built from source: https://github.com/NVIDIA/apex)",
-}
-
-
 def module_missing(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     module = groups.get("module", "")
-    package = _PACKAGE_OF_MODULE.get(module, module.replace("_", "-"))
-    return {
-        "package": package,
-        "module_advice": (
+    known, typo_of = extensions.known_module(module)
+    if known is not None:
+        package = known.distribution
+        advice = (
             f"Install {package} with the Python that runs the job: python -m pip install "
             f"{package} (a pip, torchrun or notebook kernel of another environment installs "
-            f"elsewhere); if {module} is your own code, run from its folder or fix the name."
-        ),
-    }
+            "elsewhere)."
+        )
+    elif typo_of is not None:
+        package = typo_of.distribution
+        advice = (
+            f"{module} is close to {typo_of.module} (pip install {package}): check the spelling "
+            f"of the import; if it is right, install the package that provides {module}."
+        )
+    else:
+        package = module.replace("_", "-")
+        advice = (
+            f"{module} is not a package dlrig knows: if it is the project's own module, run "
+            "from the project's root folder (or add it to PYTHONPATH) and check that the import "
+            f"names a file the repository has; if it is a package, install it with the Python "
+            f"that runs the job (python -m pip install {package})."
+        )
+    return {"package": package, "module_advice": advice}
 
 
 def api_mismatch(
@@ -328,7 +317,8 @@ def api_mismatch(
     package = groups.get("package", "the package")
     top = package.split(".")[0]
     name = groups.get("name", "the name")
-    dist = _PACKAGE_OF_MODULE.get(top, top.replace("_", "-"))
+    known, _ = extensions.known_module(top)
+    dist = known.distribution if known else top.replace("_", "-")
     required = groups.get("required")
     found = groups.get("found")
     if required and found:
