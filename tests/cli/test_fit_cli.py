@@ -100,7 +100,12 @@ def test_unknown_preset_and_listings(run_dlrig, dlrig_here):
         "llama3-70b",
         "mistral-7b",
     }
-    assert dlrig_here("fit", "--list-gpus").returncode == 0
+    listed = dlrig_here("fit", "--list-gpus")
+    assert listed.returncode == 0
+    # issue 24: a card without bf16 shows its fp16 tensor rate, never "bf16 0.0 TFLOPS"
+    assert " 0.0 TFLOPS" not in listed.stdout
+    v100 = next(line for line in listed.stdout.splitlines() if line.startswith("v100-sxm2-16gb"))
+    assert "fp16   125.0 TFLOPS" in v100
 
 
 def test_options_after_the_model_and_help_exit_codes(dlrig_here):
@@ -169,24 +174,28 @@ def test_analytic_config_names_the_model_and_defaults_to_bf16(dlrig_here):
 
 
 def test_the_issues_70b_fsdp_command_fits(dlrig_here):
-    """Issue 11's command, verbatim: Hugging Face fine-tuned Llama-2-70B with FSDP on 16 x A100
-    80 GB (huggingface/blog ram-efficient-pytorch-fsdp.md), so this must say it fits."""
-    done = dlrig_here(
-        *[
-            "fit",
-            "llama3-70b",
-            "--gpu",
-            "a100-sxm4-80gb",
-            "--gpus",
-            "16",
-            "--strategy",
-            "fsdp",
-            "--grad-checkpointing",
-            "--seq-len",
-            "2048",
-        ]
-    )
+    """Issue 11's command: Hugging Face fine-tuned Llama-2-70B with FSDP on 16 x A100 80 GB
+    (huggingface/blog ram-efficient-pytorch-fsdp.md, 2023), so this must say it fits. That run
+    predates Accelerate 0.30 (huggingface/accelerate#2674, 2024), which upcasts trainable FSDP
+    parameters to fp32 under mixed precision: it sharded the checkpoint's bf16 weights as they
+    were, which is --precision bf16. Today's default (fp32 masters) is issue 24's point."""
+    command = [
+        "fit",
+        "llama3-70b",
+        "--gpu",
+        "a100-sxm4-80gb",
+        "--gpus",
+        "16",
+        "--strategy",
+        "fsdp",
+        "--grad-checkpointing",
+        "--seq-len",
+        "2048",
+    ]
+    done = dlrig_here(*command, "--precision", "bf16")
     assert done.returncode == 0, done.stderr
     assert "FITS" in done.stdout and "DOES NOT FIT" not in done.stdout
-    # the default precision is stated, with why
-    assert "precision bf16 (default for a causal LM fine-tuned from a checkpoint" in done.stdout
+    # the default shards fp32 master weights, as Accelerate and DeepSpeed do, and says why
+    default = dlrig_here(*command)
+    assert "precision amp-bf16 (default for FSDP/ZeRO: fp32 master weights" in default.stdout
+    assert "Accelerate" in default.stdout

@@ -24,8 +24,8 @@ CAPABILITIES = {
 }
 # architectures whose tensor cores have the dtype (dense peaks must then be present)
 HAS = {
-    "bf16_tflops": ("ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "gaudi2"),
-    "fp8_tflops": ("ada", "hopper", "blackwell", "cdna3"),
+    "bf16_tflops": ("ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4", "gaudi2"),
+    "fp8_tflops": ("ada", "hopper", "blackwell", "cdna3", "cdna4"),
 }
 # TF32 exists only from Ampere on; a row may leave it blank where no datasheet gives it (A10G)
 TF32 = ("ampere", "ada", "hopper", "blackwell", "cdna3")
@@ -103,8 +103,33 @@ def test_b200_row_reads_as_its_spec_sheet():
         ("L40S", "l40s"),
         ("l40", "l40"),
         ("mi300x", "mi300x"),
+        # issue 24's missing cards, as people type them
+        ("3090 ti", "rtx-3090-ti"),
+        ("RTX 4070 Ti Super", "rtx-4070-ti-super"),
+        ("4070 super", "rtx-4070-super"),
+        ("4060ti 16gb", "rtx-4060-ti-16gb"),
+        ("titan rtx", "titan-rtx"),
+        ("a800", "a800-sxm4-80gb"),
+        ("NVIDIA H800", "h800-sxm5-80gb"),
+        ("H20", "h20-96gb"),
+        ("NVIDIA GH200 480GB", "gh200-96gb"),
+        ("RTX PRO 6000 Blackwell", "rtx-pro-6000-blackwell"),
+        ("mi210", "mi210"),
+        ("MI325X", "mi325x"),
+        ("mi355x", "mi355x"),
     ],
 )
 def test_names_are_found_with_and_without_spaces_between_letters_and_digits(typed, gpu):
     # issue 24: "rtx4090" was refused while "4090" worked
     assert lookup(typed).spec.id == gpu
+
+
+def test_an_mi250x_is_the_64_gb_device_pytorch_sees():
+    # issue 24: the package holds two GCDs and software sees each as one 64 GB device, so
+    # "mi250x" (and the name torch and rocminfo report) is one GCD; the package is mi250x-oam
+    for typed in ("mi250x", "AMD Instinct MI250X", "AMD Instinct MI250X/MI250"):
+        assert lookup(typed).spec.memory_gb == 64, typed
+    package = lookup("mi250x-oam").spec
+    device = lookup("mi250x").spec
+    assert package.memory_gb == 2 * device.memory_gb
+    assert package.bf16_tflops == 2 * device.bf16_tflops

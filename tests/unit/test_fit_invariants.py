@@ -129,16 +129,16 @@ def test_does_not_fit_says_what_would():
         model="llama3-8b", gpu="t4", seq_len=1024, batch_size=1, precision="amp-fp16"
     )
     assert not result.fits and result.max_batch_size == 0 and result.margin_bytes < 0
-    changes = {a.change.split()[0] for a in result.advice}
-    assert {"--optimizer", "--grad-checkpointing", "--qlora", "--gpu"} <= changes
+    # only changes that fit are offered (issue 24: "still over" is no advice)
+    assert result.advice and all(a.fits for a in result.advice)
+    same_gpu = [a for a in result.advice if "gpu" not in a.options]
+    assert all(0 < a.memory_peak_bytes <= result.gpu_memory_bytes for a in same_gpu)
+    changes = {a.change: a for a in result.advice}
     # FSDP shards weights and optimizer state, not activations: still over at any GPU count,
     # so it is not offered ("--gpus 1024 --strategy fsdp ... still over" was no advice).
-    assert not any("--gpus" in a.change for a in result.advice)
-    assert any(a.fits for a in result.advice)
-    # no single change fits this one GPU (FSDP over any number of GPUs keeps the activations),
-    # so the natural pairs are tried too: checkpointing + QLoRA fits a 16 GB card
-    assert not any(a.fits for a in result.advice if len(a.options) == 1 and "gpu" not in a.options)
-    pair = {a.change: a for a in result.advice}["--grad-checkpointing --qlora 16"]
-    assert pair.fits
-    for advice in result.advice:
-        assert advice.memory_peak_bytes > 0
+    assert not any("--gpus" in change for change in changes)
+    # no single change fits this one GPU, so the natural pairs are tried too: checkpointing +
+    # QLoRA fits a 16 GB card, and so does checkpointing with a shorter sequence
+    assert "--grad-checkpointing --qlora 16" in changes
+    assert not any(len(a.options) == 1 and "gpu" not in a.options for a in result.advice)
+    assert any(change.split()[0] == "--gpu" for change in changes)  # a larger card, last

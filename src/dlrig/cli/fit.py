@@ -285,6 +285,8 @@ def _list_gpus(as_json: bool) -> None:
                             "name": s.name,
                             "memory_gb": s.memory_gb,
                             "bf16_tflops": s.bf16_tflops,
+                            "fp16_tflops": s.fp16_tflops,
+                            "fp32_tflops": s.fp32_tflops,
                             "memory_bandwidth_gbs": s.memory_bandwidth_gbs,
                             "form_factor": s.form_factor,
                         }
@@ -296,6 +298,13 @@ def _list_gpus(as_json: bool) -> None:
         return
     out = console()
     for spec in specs:
+        # the 16-bit tensor rate the card has: bf16, else fp16 (Volta, Turing), else fp32 only
+        dtype, rate = next(
+            ((d, r) for d, r in (("bf16", spec.bf16_tflops), ("fp16", spec.fp16_tflops)) if r),
+            ("fp32", spec.fp32_tflops),
+        )
         out.print(
-            f"{spec.id:20} {spec.name:40} {spec.memory_gb or 0:6.0f} GB  bf16 {spec.bf16_tflops or 0:7.1f} TFLOPS"
+            f"{spec.id:22} {spec.name[:44]:44} {spec.memory_gb or 0:5.0f} GB  {dtype} "
+            f"{rate or 0:7.1f} TFLOPS",
+            highlight=False,
         )

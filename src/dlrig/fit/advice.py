@@ -48,24 +48,27 @@ def _flags(changes: dict[str, Any]) -> str:
     for name, value in changes.items():
         if name == "grad_checkpointing":
             words.append("--grad-checkpointing")
-        elif name == "gpus":
-            words.append(f"--gpus {value}")
         else:
             words.append(f"--{name.replace('_', '-')} {value}")
     return " ".join(words)
 
 
 def _singles(traced: TracedWorkload, ctx: Context) -> list[dict[str, Any]]:
+    """One-flag remedies, in the order a user reaches for them: what keeps the model and the
+    data as they are first (checkpointing, a leaner optimizer step), then QLoRA, then sharding."""
     o = ctx.options
     out: list[dict[str, Any]] = []
-    if o.gpus > 1 and o.strategy in ("ddp", "zero1", "zero2"):
-        out.append({"strategy": "fsdp"})
-    if o.optimizer in ("adam", "adamw"):
-        out.append({"optimizer": "adamw-8bit"})
     if o.grad_checkpointing == "none" and traced.workload.task != "custom":
         out.append({"grad_checkpointing": "full"})
+    if o.optimizer in ("adam", "adamw", "sgd", "sgd-momentum") and o.optimizer_impl != "fused":
+        # torch.optim's fused step has no parameter-sized temporaries (the foreach step does)
+        out.append({"optimizer_impl": "fused"})
+    if o.optimizer in ("adam", "adamw"):
+        out.append({"optimizer": "adamw-8bit"})
     if not (o.lora or o.qlora) and traced.workload.task == "causal_lm":
         out.append({"qlora": QLORA_RANK})
+    if o.gpus > 1 and o.strategy in ("ddp", "zero1", "zero2"):
+        out.append({"strategy": "fsdp"})
     return out
 
 
@@ -90,45 +93,52 @@ def _more_gpus(
 
 
 def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tuple[Advice, ...]:
+    """What would fit, the obvious fix first: a shorter sequence, a smaller micro-batch with
+    accumulation, checkpointing, a leaner optimizer, QLoRA, then more or larger GPUs; pairs of
+    those when no single one fits. Only changes that fit are offered: "still over" is no advice,
+    and a change that cannot help (sharding does not shrink a LoRA's activations) never fits."""
     limit = ctx.memory_bytes
     out: list[Advice] = []
 
     def add(changes: dict[str, Any], peak: int | None, note: str = "", room: int = limit) -> None:
-        if peak is not None:
-            out.append(Advice(_flags(changes), changes, peak, peak <= room, note))
+        if peak is not None and peak <= room:
+            out.append(Advice(_flags(changes), changes, peak, True, note))
 
     singles = _singles(traced, ctx)
+    out.extend(_shorter_sequences(traced, ctx, {}))
+    out.extend(_smaller_micro_batch(traced, ctx))
     for changes in singles:
         add(changes, _peak(traced, ctx, changes))
+    # Pairs are looked for unless a change that keeps the run as it is already fits: a shorter
+    # sequence changes the data, a smaller micro-batch the speed, more or larger GPUs money.
+    if not any(set(a.options) <= _KEEPS_THE_RUN for a in out):
+        out.extend(_combinations(traced, ctx, singles))
     scaled = _more_gpus(traced, ctx, {})
-    if scaled is not None and scaled[1] <= limit:
+    if scaled is not None:
         # Sharding over more GPUs is offered only where it fits: FSDP does not shard the
         # activations, and "--gpus 1024 still over" is no advice.
         add(*scaled)
-    if memory.peak_bytes > limit:
-        already = [a.options for a in out if a.fits]  # a remedy that fits alone needs no more
-        out.extend(_shorter_sequences(traced, ctx, [c for c in singles if c not in already]))
-    if memory.peak_bytes > limit:
-        larger = sorted(
-            (s for s in catalogue().specs if (s.memory_bytes or 0) >= memory.peak_bytes),
-            key=lambda s: (s.memory_bytes or 0, -(s.bf16_tflops or 0)),
-        )
-        if larger:
-            best = larger[0]
-            room = best.memory_bytes or 0
-            add({"gpu": best.id}, memory.peak_bytes, f"{room / 1024**3:.0f} GiB", room)
-    # Pairs are looked for unless a change that keeps the run as it is already fits: a larger
-    # or more GPUs cost money, a shorter sequence changes the data.
-    if all({"gpu", "gpus", "seq_len"} & set(a.options) for a in out if a.fits):
-        out.extend(_combinations(traced, ctx, singles))
+    larger = sorted(
+        (s for s in catalogue().specs if (s.memory_bytes or 0) >= memory.peak_bytes),
+        key=lambda s: (s.memory_bytes or 0, -(s.bf16_tflops or 0)),
+    )
+    if larger and memory.peak_bytes > limit:
+        best = larger[0]
+        room = best.memory_bytes or 0
+        add({"gpu": best.id}, memory.peak_bytes, f"{room / 1024**3:.0f} GiB", room)
     return tuple(out)
+
+
+# Remedies that keep the model, the data, the step's numerics and the hardware as they are.
+_KEEPS_THE_RUN = {"grad_checkpointing", "optimizer_impl"}
 
 
 def _combinations(
     traced: TracedWorkload, ctx: Context, singles: list[dict[str, Any]]
 ) -> list[Advice]:
-    """Pairs of the single remedies (checkpointing + 8-bit Adam, QLoRA + 8-bit, ...), and
-    each with more sharded GPUs, cheapest first: the ones a user would combine."""
+    """Pairs of the single remedies (checkpointing + 8-bit Adam, QLoRA + checkpointing, ...)
+    and checkpointing with a shorter sequence; then each with more sharded GPUs. Only the
+    pairs that fit, at most three."""
     limit = ctx.memory_bytes
     out: list[Advice] = []
     pairs = [
@@ -139,9 +149,13 @@ def _combinations(
     ]
     for changes in pairs:
         peak = _peak(traced, ctx, changes)
-        if peak is not None:
-            out.append(Advice(_flags(changes), changes, peak, peak <= limit))
-    if not any(a.fits for a in out):
+        if peak is not None and peak <= limit:
+            out.append(Advice(_flags(changes), changes, peak, True))
+        if len(out) == 3:
+            break
+    if {"grad_checkpointing": "full"} in singles:
+        out.extend(_shorter_sequences(traced, ctx, {"grad_checkpointing": "full"}))
+    if not out:
         for base in [*singles, *pairs]:
             if "strategy" in base or "qlora" in base:
                 continue
@@ -153,30 +167,49 @@ def _combinations(
     return out
 
 
-def _shorter_sequences(
-    traced: TracedWorkload, ctx: Context, singles: list[dict[str, Any]]
-) -> list[Advice]:
-    """The longest halving of --seq-len that fits, as it is and with activation checkpointing:
-    with fused attention the activations grow linearly in the sequence length, so a shorter
-    one is the first fix most people reach for (it changes the data, so it is the user's call:
+def _smaller_micro_batch(traced: TracedWorkload, ctx: Context) -> list[Advice]:
+    """The largest halving of the micro-batch that fits, with the accumulation that keeps the
+    global batch (the same samples per optimizer step, a little slower)."""
+    from dlrig.fit.pipeline import Context, memory_at
+
+    o = ctx.options
+    batch = traced.batch
+    size = batch // 2
+    while size >= 1:
+        changes = {"batch_size": size, "grad_accum": o.grad_accum * -(-batch // size)}
+        evaluated = Context(
+            replace_options(o, grad_accum=changes["grad_accum"]),
+            ctx.spec,
+            ctx.memory_bytes,
+            ctx.gpu_origin,
+            ctx.precision,
+            ctx.precision_why,
+        )
+        # the trace answers any micro-batch (activations are affine in it): no new trace
+        peak = memory_at(traced, evaluated, size).peak_bytes
+        if peak <= ctx.memory_bytes:
+            return [Advice(_flags(changes), changes, peak, True, "same global batch")]
+        size //= 2
+    return []
+
+
+def _shorter_sequences(traced: TracedWorkload, ctx: Context, base: dict[str, Any]) -> list[Advice]:
+    """The longest halving of --seq-len that fits with `base` ({} or checkpointing): with
+    fused attention the activations grow linearly in the sequence length, so a shorter one is
+    the first fix most people reach for (it changes the data, so it is the user's call:
     offered, never chosen)."""
     seq = ctx.options.seq_len or getattr(traced.workload, "seq_len", None)
     if not seq or traced.workload.task != "causal_lm":
         return []
-    out: list[Advice] = []
-    variants: list[dict[str, Any]] = [{}]
-    variants += [c for c in singles if set(c) == {"grad_checkpointing"}]
-    for base in variants:
-        length = seq // 2
-        for _ in range(3):  # seq/2, seq/4, seq/8: each a trace
-            if length < 128:
-                break
-            changes = {"seq_len": length, **base}
-            peak = _peak(traced, ctx, changes)
-            if peak is None:
-                break
-            if peak <= ctx.memory_bytes:
-                out.append(Advice(_flags(changes), changes, peak, True, "shorter sequences"))
-                break
-            length //= 2
-    return out
+    length = seq // 2
+    for _ in range(3):  # seq/2, seq/4, seq/8: each a trace
+        if length < 128:
+            break
+        changes = {"seq_len": length, **base}
+        peak = _peak(traced, ctx, changes)
+        if peak is None:
+            break
+        if peak <= ctx.memory_bytes:
+            return [Advice(_flags(changes), changes, peak, True, "shorter sequences")]
+        length //= 2
+    return []

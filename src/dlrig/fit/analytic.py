@@ -151,7 +151,7 @@ def _sixteen_bit_lm(config: dict[str, Any]) -> bool:
 def estimate_from_config(options: Any, machine: Any) -> FitResult:
     """--analytic: config.json only, no torch."""
     from dlrig.fit import hardware, hfconfig
-    from dlrig.fit.pipeline import Context
+    from dlrig.fit.pipeline import Context, sharded_full
     from dlrig.fit.presets import presets
 
     if options.config is not None:
@@ -161,7 +161,11 @@ def estimate_from_config(options: Any, machine: Any) -> FitResult:
         )
     elif options.model in presets():
         preset = presets()[options.model]
-        data = {"model_type": preset.config_class.removesuffix("Config").lower(), **preset.config}
+        data = {
+            "model_type": preset.config_class.removesuffix("Config").lower(),
+            "architectures": [preset.model_class],  # so a preset gets a config.json's defaults
+            **preset.config,
+        }
         name = options.model
     elif "/" in options.model:
         data, _ = hfconfig.read_config(hfconfig.cached_config(options.model))
@@ -180,7 +184,9 @@ def estimate_from_config(options: Any, machine: Any) -> FitResult:
         as_traced = (
             "bf16" if not (options.lora or options.qlora) and _sixteen_bit_lm(data) else None
         )
-        precision, why = hardware.resolve_precision(options.precision, target.spec, as_traced)
+        precision, why = hardware.resolve_precision(
+            options.precision, target.spec, as_traced, sharded_full(options)
+        )
     ctx = Context(options, target.spec, target.memory_bytes, target.origin, precision, why)
     n = counts["params"]
     peft = options.lora or options.qlora

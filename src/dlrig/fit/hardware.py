@@ -70,11 +70,25 @@ def has(spec: GpuSpec, dtype: str) -> bool:
     return bool(spec.peak_tflops(dtype))
 
 
-def resolve_precision(requested: str, spec: GpuSpec, traced: str | None = None) -> tuple[str, str]:
+def resolve_precision(
+    requested: str, spec: GpuSpec, traced: str | None = None, sharded: bool = False
+) -> tuple[str, str]:
     """(precision, why) for the GPU. "auto" picks what people run: a causal LM fine-tuned from
-    a 16-bit checkpoint (traced "bf16") keeps bf16 weights where the GPU has bf16; anything else
-    trains with autocast over fp32 master weights, bf16 where the GPU has it, else fp16. A
-    precision the architecture lacks is refused (bf16 before Ampere runs emulated)."""
+    a 16-bit checkpoint (traced "bf16") keeps bf16 weights where the GPU has bf16, on one GPU or
+    with DDP; sharded over several GPUs (`sharded`: FSDP or ZeRO, full fine-tune) its trainable
+    weights become fp32 masters; anything else trains with autocast over fp32 master weights,
+    bf16 where the GPU has it, else fp16. A precision the architecture lacks is refused (bf16
+    before Ampere runs emulated)."""
+    if requested == "auto" and sharded and has(spec, "bf16"):
+        # Accelerate's prepare_model upcasts every trainable FSDP flat parameter that is not
+        # fp32 ("Upcasted low precision parameters ... because mixed precision turned on in
+        # FSDP", to mimic DeepSpeed), and DeepSpeed's bf16/fp16 ZeRO optimizers keep fp32
+        # partitions of the weights: Trainer and Accelerate shard fp32 masters either way.
+        return "amp-bf16", (
+            "default for FSDP/ZeRO: fp32 master weights sharded with bf16 compute, as "
+            "Accelerate (and so Trainer) upcasts trainable FSDP parameters and DeepSpeed keeps "
+            "fp32 partitions; --precision bf16 for pure bf16 shards (torchtitan, FSDP2 by hand)"
+        )
     if requested == "auto" and traced == "bf16":
         if has(spec, "bf16"):
             return "bf16", (

@@ -48,8 +48,24 @@ class MemoryEstimate:
     host_bytes_per_gpu: int
 
 
-def phase_peaks(trace: Trace, held: Held, grads_kept: bool) -> dict[str, PhasePeak]:
-    """Per phase, the dynamic components at the moment their scaled sum is highest."""
+@dataclass(frozen=True)
+class PhaseMoments:
+    """One phase of one traced depth: the components at its highest moment, and at the two
+    moments that bound it (the most activations held, the most gradients and optimizer
+    temporaries held), which are the same moments at every depth."""
+
+    peak: PhasePeak
+    most_activations: PhasePeak
+    most_gradients: PhasePeak
+
+    @property
+    def activation_side(self) -> bool:
+        return self.peak.activations >= self.peak.gradients + self.peak.optimizer_temporaries
+
+
+def phase_peaks(trace: Trace, held: Held, grads_kept: bool) -> dict[str, PhaseMoments]:
+    """Per phase, the dynamic components at the moment their scaled sum is highest (and at the
+    two bounding moments, see PhaseMoments)."""
     curves = trace.curves
     activations = curves["activation"] + curves["backward_temp"]
     copies = curves["weight_copy"] * (1.0 if held.keeps_weight_copies else 0.0)
@@ -58,20 +74,52 @@ def phase_peaks(trace: Trace, held: Held, grads_kept: bool) -> dict[str, PhasePe
         grads = np.full_like(grads, float(curves["gradient"].max()) * held.gradient_scale)
     temps = curves["optimizer_temp"] * held.optimizer_temp_scale
     total = activations + copies + grads + temps
-    peaks: dict[str, PhasePeak] = {}
-    for phase in PHASES:
-        start, end = trace.phase_spans.get(phase, (0, 0))
-        if end <= start:
-            continue
-        window = slice(start, min(end + 1, len(total)))
-        index = start + int(np.argmax(total[window]))
-        peaks[phase] = PhasePeak(
+
+    def at(index: int) -> PhasePeak:
+        return PhasePeak(
             float(activations[index]),
             float(copies[index]),
             float(grads[index]),
             float(temps[index]),
         )
+
+    peaks: dict[str, PhaseMoments] = {}
+    for phase in PHASES:
+        start, end = trace.phase_spans.get(phase, (0, 0))
+        if end <= start:
+            continue
+        window = slice(start, min(end + 1, len(total)))
+        peaks[phase] = PhaseMoments(
+            at(start + int(np.argmax(total[window]))),
+            at(start + int(np.argmax((activations + copies)[window]))),
+            at(start + int(np.argmax((grads + temps)[window]))),
+        )
     return peaks
+
+
+def _extrapolated(moments: Sequence[PhasePeak], depths: Sequence[int], depth: int) -> PhasePeak:
+    return PhasePeak(
+        *(
+            extrapolate([getattr(p, part) for p in moments], depths, depth)
+            for part in ("activations", "weight_copies", "gradients", "optimizer_temporaries")
+        )
+    )
+
+
+def phase_peak(per_sample: Sequence[PhaseMoments], depths: Sequence[int], depth: int) -> PhasePeak:
+    """A phase's peak at the full depth. Where the highest moment is of one kind at every traced
+    depth (activations held, or gradients held), its components extend affinely. Where it is
+    of one kind at 2 layers and the other at 3 (a backward pass whose peak moves from its
+    start to its end as layers are added), extending the two moments' parts would mix them (a
+    2-layer start with a 3-layer end: 95 GiB of gradients for an 8B model over 2 GPUs); then
+    each bounding moment is extended on its own and the higher one taken."""
+    if len({m.activation_side for m in per_sample}) == 1:
+        return _extrapolated([m.peak for m in per_sample], depths, depth)
+    candidates = (
+        _extrapolated([m.most_activations for m in per_sample], depths, depth),
+        _extrapolated([m.most_gradients for m in per_sample], depths, depth),
+    )
+    return max(candidates, key=lambda p: p.total)
 
 
 def extrapolate(values: Sequence[float], depths: Sequence[int], depth: int) -> float:
@@ -98,12 +146,7 @@ def combine(
     for phase in PHASES:
         if not all(phase in peaks for peaks in per_sample):
             continue
-        peak = PhasePeak(
-            *(
-                extrapolate([getattr(p[phase], part) for p in per_sample], depths, depth)
-                for part in ("activations", "weight_copies", "gradients", "optimizer_temporaries")
-            )
-        )
+        peak = phase_peak([p[phase] for p in per_sample], depths, depth)
         # gathered units exist only while forward/backward compute; FSDP's unit gradients
         # only until their reduce-scatter
         gathered = held.gathered if phase != "optimizer" else 0.0

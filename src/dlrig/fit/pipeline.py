@@ -75,13 +75,22 @@ def resolve(traced: TracedWorkload, machine: Any, changes: dict[str, Any]) -> Co
             fix="trace with that --optimizer",
         )
     target = hardware.target(options.gpu, machine)
-    precision, why = hardware.resolve_precision(options.precision, target.spec, traced.precision)
+    precision, why = hardware.resolve_precision(
+        options.precision, target.spec, traced.precision, sharded_full(options)
+    )
     if storage(precision) != storage(traced.precision):
         raise InputError(
             f"evaluate() at {precision} needs a trace at that precision",
             fix=f"trace with --precision {precision}",
         )
     return Context(options, target.spec, target.memory_bytes, target.origin, precision, why)
+
+
+def sharded_full(options: Options) -> bool:
+    """A full fine-tune sharded over several GPUs (FSDP or ZeRO): its trainable weights are
+    fp32 masters by default (hardware.resolve_precision says why). LoRA's trainable adapters
+    are fp32 already and its frozen base is not upcast."""
+    return options.strategy != "ddp" and options.gpus > 1 and not (options.lora or options.qlora)
 
 
 def storage(precision: str) -> str:
@@ -183,13 +192,18 @@ def evaluate(traced: TracedWorkload, machine: Any = None, **changes: Any) -> Fit
 
     changes.setdefault("search_max_batch", False)
     changes.setdefault("advise", False)
-    if traced.options.precision == "auto":
+    if traced.options.precision == "auto" or changes.get("precision") == "auto":
         # "auto" traced bf16 weights for a 16-bit LLM checkpoint; a GPU without bf16 trains it
-        # with fp16 autocast over fp32 master weights instead: that is another trace
+        # with fp16 autocast over fp32 master weights instead, and so does FSDP/ZeRO: that is
+        # another trace. The request stays "auto", so the reason given is the default's.
         target = hardware.target(changes.get("gpu", traced.options.gpu), machine)
-        wanted, _ = hardware.resolve_precision("auto", target.spec, traced.precision)
+        cluster = replace_options(traced.options, **_cluster_only(changes))
+        wanted, _ = hardware.resolve_precision(
+            "auto", target.spec, traced.precision, sharded_full(cluster)
+        )
         if storage(wanted) != storage(traced.precision):
             traced = trace(replace_options(traced.options, precision=wanted))
+        changes["precision"] = "auto"
     ctx = resolve(traced, machine, changes)
     if ctx.options.channels_last and traced.method == "trace" and not _convolutional(traced):
         raise InputError(
@@ -199,6 +213,10 @@ def evaluate(traced: TracedWorkload, machine: Any = None, **changes: Any) -> Fit
     if traced.method == "analytic":
         return analytic.from_sizes(traced, ctx)
     return assemble.result(traced, ctx)
+
+
+def _cluster_only(changes: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in changes.items() if k not in WORKLOAD_FIELDS}
 
 
 def trace(options: Options) -> TracedWorkload:

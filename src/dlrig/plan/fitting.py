@@ -57,12 +57,13 @@ def _fit() -> Any:
 
 
 def precision_for(workload: Workload, spec: GpuSpec) -> tuple[str, str | None]:
-    """The precision to run on this GPU, and why it cannot run there (None when it can)."""
+    """The precision to ask fit for on this GPU, and why it cannot run there (None when it
+    can). "auto" stays "auto": fit resolves it per setup (a 16-bit LLM checkpoint in bf16 on one
+    GPU or with DDP, fp32 masters when sharded, fp16 autocast where the GPU has no bf16), so a
+    plan and `dlrig fit` give one answer."""
     if workload.precision == "auto":
-        if spec.bf16_tflops:
-            return "amp-bf16", None
-        if spec.fp16_tflops:
-            return "amp-fp16", None
+        if spec.bf16_tflops or spec.fp16_tflops:
+            return "auto", None
         return "fp32", (
             f"{spec.name} has no FP16/BF16 tensor cores, so mixed precision gains nothing there; "
             "give precision=fp32 to plan for it"
@@ -79,14 +80,12 @@ def precision_for(workload: Workload, spec: GpuSpec) -> tuple[str, str | None]:
     return workload.precision, None
 
 
-def _as_traced(precision: str, spec: GpuSpec) -> tuple[str, GpuSpec]:
+def _as_traced(precision: str) -> str:
     """amp-fp16 and amp-bf16 trace the same step (2-byte autocast tensors, fp32 master weights;
-    fit ignores GradScaler), so one amp-bf16 trace serves both: an fp16-only GPU is evaluated
-    with its FP16 tensor rate standing in for BF16. tests/unit/test_plan_fit.py holds the two
-    equal against a real amp-fp16 trace."""
-    if precision == "amp-fp16":
-        return "amp-bf16", dataclasses.replace(spec, bf16_tflops=spec.fp16_tflops)
-    return precision, spec
+    fit ignores GradScaler), so one amp-bf16 trace serves both: fit.evaluate is asked for
+    amp-fp16 on it and times the GPU's FP16 tensor rate. tests/unit/test_plan_fit.py holds the
+    two equal against a real amp-fp16 trace."""
+    return "amp-bf16" if precision == "amp-fp16" else precision
 
 
 def _fit_options(workload: Workload, precision: str, batch: int | None, **more: Any) -> Any:
@@ -99,6 +98,8 @@ def _fit_options(workload: Workload, precision: str, batch: int | None, **more: 
         precision=precision,
         optimizer=workload.optimizer,
         grad_checkpointing=workload.grad_checkpointing,
+        lora=workload.lora,
+        qlora=workload.qlora,
         input_spec=workload.input_spec,
         **more,
     )
@@ -120,14 +121,16 @@ class WorkloadFit:
             self.traces_made += 1
         return self._traces[key]
 
-    def _evaluate(self, traced: Any, spec: GpuSpec, count: int, strategy: str, accum: int) -> Any:
+    def _evaluate(
+        self, traced: Any, spec: GpuSpec, count: int, strategy: str, precision: str
+    ) -> Any:
         w = self.workload
         return _fit().evaluate(
             traced,
             gpu=spec,
             gpus=count,
             strategy=strategy,
-            grad_accum=accum,
+            precision=precision,
             dataset_size=w.dataset_size,
             epochs=w.epochs,
             tokens=w.tokens,
@@ -168,33 +171,24 @@ class WorkloadFit:
         precision, refused = precision_for(w, spec)
         if refused:
             return self.refused(spec, count, precision, refused)
-        traced_as, target = _as_traced(precision, spec)
-        traced = self._trace(traced_as, w.batch_size)
-        first = None
+        traced = self._trace(_as_traced(precision), w.batch_size)
+        tried: list[tuple[str, Any]] = []
         for strategy in self._strategies(count):
             try:
-                result = self._evaluate(traced, target, count, strategy, 1)
+                result = self._evaluate(traced, spec, count, strategy, precision)
             except DlrigError as exc:
                 # A GPU fit cannot model is an answer for that GPU (a trace error is not).
                 return self.refused(spec, count, precision, exc.message)
-            first = first or result
+            tried.append((strategy, result))
             if result.fits:
                 return self._from(
-                    result,
-                    spec,
-                    count,
-                    precision,
-                    strategy,
-                    getattr(result, "batch_size", w.batch_size),
-                    1,
+                    result, spec, count, strategy, getattr(result, "batch_size", w.batch_size), 1
                 )
-        assert first is not None
         # Too big at this micro-batch: keep the global batch with a smaller micro-batch and
         # gradient accumulation. Activations are linear in the batch and the allocator reserve
         # is a share of what is allocated (fit's memory model), so the micro-batch that fits is
         # predicted from this one trace rather than traced again (seconds per trace).
-        strategy = self._strategies(count)[-1]
-        last = result
+        strategy, last = tried[-1]
         batch = int(getattr(last, "batch_size", 0) or w.batch_size or 0)
         micro_peak = _predict_micro(last, batch, spec.memory_bytes or 0)
         if micro_peak is not None:
@@ -203,7 +197,6 @@ class WorkloadFit:
                 last,
                 spec,
                 count,
-                precision,
                 strategy,
                 micro,
                 math.ceil(batch / micro),
@@ -211,16 +204,15 @@ class WorkloadFit:
                 peak=peak,
                 predicted=True,
             )
-        return self._from(
-            first, spec, count, precision, self._strategies(count)[0], batch or None, 1, fits=False
-        )
+        # Nothing fits: show the strategy that came closest (FSDP's sharded peak, not DDP's).
+        strategy, closest = min(tried, key=lambda pair: pair[1].memory_peak_bytes)
+        return self._from(closest, spec, count, strategy, batch or None, 1, fits=False)
 
     def _from(
         self,
         result: Any,
         spec: GpuSpec,
         count: int,
-        precision: str,
         strategy: str,
         micro: int | None,
         accum: int,
@@ -245,7 +237,7 @@ class WorkloadFit:
             gpu=spec.id,
             gpus=count,
             fits=ok,
-            precision=precision,
+            precision=result.setup.get("precision", self.workload.precision),
             strategy=strategy,
             micro_batch=micro,
             grad_accum=accum,

@@ -8,8 +8,8 @@ Compact syntax, one workload per argument:
     mypkg.models:make_model:input=x:float32[B,3,224,224],y:int64[B],dataset=50k
 
 MODEL is a fit preset, a `package.module:factory`, or a config.json path. Keys: name, batch
-(per GPU), global_batch, seq, image, precision, optimizer, strategy, checkpointing, input,
-epochs, dataset (samples), tokens, runs (per year) or every (day/week/month/quarter/year/Nd/Nw),
+(per GPU), global_batch, seq, image, precision, optimizer, strategy, checkpointing, lora or
+qlora (the adapter rank), input, epochs, dataset (samples), tokens, runs (per year) or every (day/week/month/quarter/year/Nd/Nw),
 deadline (24h, 3d, 90m; a bare number is hours). Numbers take k, M, B/G and T suffixes.
 
 A YAML file (`dlrig plan workloads.yaml`) holds the same keys under `workloads:` (a list), and
@@ -36,6 +36,8 @@ KEYS = (
     "optimizer",
     "strategy",
     "checkpointing",
+    "lora",
+    "qlora",
     "input",
     "epochs",
     "dataset",
@@ -75,6 +77,8 @@ class Workload:
     optimizer: str = "adamw"
     strategy: str = "auto"  # auto: ddp, fsdp when ddp does not fit
     grad_checkpointing: str = "none"
+    lora: int | None = None  # LoRA rank (fit --lora)
+    qlora: int | None = None  # QLoRA rank (fit --qlora)
     input_spec: str | None = None
     epochs: float = 1.0
     dataset_size: int | None = None
@@ -100,6 +104,8 @@ class Workload:
             "optimizer": self.optimizer,
             "strategy": self.strategy,
             "grad_checkpointing": self.grad_checkpointing,
+            "lora": self.lora,
+            "qlora": self.qlora,
             "epochs": self.epochs,
             "dataset_size": self.dataset_size,
             "tokens": self.tokens,
@@ -225,6 +231,8 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
         raise InputError(
             f"{where}: runs={values.get('runs')}", fix="give a positive number of runs per year"
         )
+    if "lora" in values and "qlora" in values:
+        raise InputError(f"{where}: both lora= and qlora=", fix="keep one of them")
     epochs = number(values["epochs"], "epochs") if "epochs" in values else 1.0
     tokens = number(values["tokens"], "tokens") if "tokens" in values else None
     return Workload(
@@ -238,6 +246,8 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
         optimizer=values.get("optimizer", "adamw"),
         strategy=choice("strategy", STRATEGIES, "auto"),
         grad_checkpointing=choice("checkpointing", ("none", "full", "selective"), "none"),
+        lora=integer("lora"),
+        qlora=integer("qlora"),
         input_spec=values.get("input"),
         epochs=epochs,
         dataset_size=integer("dataset"),
