@@ -4,7 +4,8 @@
 
 Targets (issue 11, 2-core machine): llama3-70b with FSDP traced in ≤ 30 s and ≤ 2 GB peak RSS;
 llama3-8b at seq 8192 ≤ 60 s; a config estimate with --analytic in < 1 s, as instant as
-`accelerate estimate-memory`. accelerate's command checks the Hub first (no network here), so
+`accelerate estimate-memory`. Issue 24: the largest-batch search must not multiply the trace
+time, so a QLoRA estimate runs with and without it (`max_batch_search_ratio`). accelerate's command checks the Hub first (no network here), so
 the reference runs what that command runs after the check: an empty model from the same
 config.json under `init_empty_weights` and `calculate_maximum_sizes`, in a fresh process.
 Each command runs in its own process. The last line is the key=value summary.
@@ -57,6 +58,18 @@ CASES = [
         3.0,
     ),
     ("resnet50", ["resnet50", "--gpu", "a100-sxm4-80gb"], 10.0, 3.0),
+    (
+        "qlora-8b",
+        ["llama3-8b", "--qlora", "16", "--seq-len", "2048", "--gpu", "rtx-4090"],
+        60.0,
+        3.0,
+    ),
+    (
+        "qlora-8b-no-search",
+        ["llama3-8b", "--qlora", "16", "--seq-len", "2048", "--gpu", "rtx-4090", "--no-max-batch"],
+        60.0,
+        3.0,
+    ),
     ("analytic-config", ["--config", str(CONFIG), "--analytic", "--gpu", "h100"], 1.0, 1.0),
 ]
 
@@ -122,6 +135,10 @@ def main() -> None:
     print(
         f"{'accelerate':16} wall {reference['wall_s']:6.2f} s (empty model + calculate_maximum_sizes)"
     )
+    summary["max_batch_search_ratio"] = round(
+        summary["qlora-8b_s"] / summary["qlora-8b-no-search_s"], 2
+    )
+    failed |= summary["max_batch_search_ratio"] > 1.5
     ratio = summary["analytic-config_s"] / reference["wall_s"]
     summary["accelerate_s"] = round(reference["wall_s"], 2)
     summary["analytic_over_accelerate"] = round(ratio, 3)

@@ -107,7 +107,7 @@ def test_b200_row_reads_as_its_spec_sheet():
         ("3090 ti", "rtx-3090-ti"),
         ("RTX 4070 Ti Super", "rtx-4070-ti-super"),
         ("4070 super", "rtx-4070-super"),
-        ("4060ti 16gb", "rtx-4060-ti-16gb"),
+        ("4060ti16gb", "rtx-4060-ti-16gb"),
         ("titan rtx", "titan-rtx"),
         ("a800", "a800-sxm4-80gb"),
         ("NVIDIA H800", "h800-sxm5-80gb"),

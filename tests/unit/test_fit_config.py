@@ -152,3 +152,36 @@ def test_inference_memory_and_gpus():
         model="llama3-8b", inference=True, batch_size=1, context=4096, gpu="l4", weights="int4"
     )
     assert int4.inference["weights_bytes"] < small.inference["weights_bytes"] / 3
+
+
+def test_inference_says_how_many_sequences_and_how_long_a_context_fit():
+    # issue 24: vLLM prints "Maximum concurrency for N tokens per request: X" at start-up;
+    # --inference says the same from the memory left after weights, activations and context
+    one = run(model="llama3-8b", inference=True, context=8192, gpu="h100-sxm5-80gb")
+    served = one.inference
+    per_token = served["kv_cache_bytes_per_token"]  # 2 x 32 layers x 8 KV heads x 128 x 2 bytes
+    assert per_token == 2 * 32 * 8 * 128 * 2
+    room = served["memory_budget_bytes"] - (
+        served["memory_per_gpu_bytes"] - served["kv_cache_bytes"]
+    )
+    assert served["kv_cache_tokens"] == int(room / per_token)
+    assert served["max_concurrency"] == round(served["kv_cache_tokens"] / 8192, 2)
+    assert served["max_context"] == 8192  # Llama 3's max_position_embeddings caps it
+    # twice the context, half the sequences; a bigger card, more of them
+    longer = run(model="llama3-8b", inference=True, context=4096, gpu="h100-sxm5-80gb").inference
+    # (about twice: a shorter prompt's prefill chunk leaves a little more room)
+    assert 2.0 <= longer["max_concurrency"] / served["max_concurrency"] < 2.02
+    h200 = run(model="llama3-8b", inference=True, context=8192, gpu="h200-sxm-141gb").inference
+    assert h200["max_concurrency"] > 1.5 * served["max_concurrency"]
+
+
+def test_analytic_inference_names_its_batch_and_weights(capsys):
+    # issue 24: "serving batch None ... weights None"
+    from rich.console import Console
+
+    from dlrig.fit.render import render_text
+
+    result = run(model="llama3-8b", inference=True, analytic=True, gpu="h100-sxm5-80gb")
+    render_text(result, Console(width=120))
+    text = capsys.readouterr().out
+    assert "None" not in text and "serving batch 1 × context 4096 tokens, weights bf16" in text

@@ -209,7 +209,12 @@ def estimate_from_config(options: Any, machine: Any) -> FitResult:
             None,
             [],
             breakdown,
-            inference={"context": context, "kv_cache_bytes": int(kv)},
+            inference={
+                "batch_size": batch,
+                "context": context,
+                "weights": precision,
+                "kv_cache_bytes": int(kv),
+            },
         )
     element = 2 if precision in ("bf16", "fp16") else 4
     trainable = 0 if peft else n

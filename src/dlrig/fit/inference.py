@@ -45,6 +45,8 @@ def _geometry(config: Any) -> dict[str, int]:
         "hidden": hidden,
         "inter": int(getattr(text, "intermediate_size", None) or 4 * hidden),
         "vocab": int(text.vocab_size),
+        # the longest context the model takes (vLLM's default max_model_len); 0 when unknown
+        "max_positions": int(getattr(text, "max_position_embeddings", None) or 0),
     }
 
 
@@ -144,7 +146,16 @@ def plan_serving(
     step = max(decode_bytes / bandwidth, decode_flops / compute) + comm + host
     step *= stages  # a token passes every stage in turn
     prefill_s += host * stages
+    # What the KV cache could hold in the memory left over, as vLLM reports it at start-up
+    # ("Maximum concurrency for N tokens per request: X"): the budget less weights,
+    # activations and the context, over the cache's bytes per token on each GPU.
+    kv_per_token = kv_total / max(1, batch * context) / min(shards, max(1, g["kv_heads"] * stages))
+    kv_room = room - (per_gpu - kv_share / stages)
+    cache_tokens = max(0, int(kv_room / kv_per_token)) if kv_per_token else 0
     return {
+        "kv_cache_tokens": cache_tokens,
+        "max_concurrency": round(cache_tokens / context, 2),
+        "max_context": min(cache_tokens, g.get("max_positions") or cache_tokens),
         "weights": weights,
         "batch_size": batch,
         "context": context,

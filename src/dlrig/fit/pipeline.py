@@ -235,12 +235,20 @@ def estimate(options: Options | None = None, machine: Any = None, **kwargs: Any)
 
         return analytic.estimate_from_config(options, machine)
     # resolve the GPU first: a typo in --gpu should not cost a trace
-    hardware.resolve_precision(options.precision, hardware.target(options.gpu, machine).spec)
+    spec = hardware.target(options.gpu, machine).spec
+    hardware.resolve_precision(options.precision, spec)
     if options.inference:
         from dlrig.fit import inference
 
         return inference.estimate(options, machine)
-    traced = trace(options)
+    first = options
+    if options.precision == "auto":
+        # trace in the precision "auto" resolves to here, when that is known before tracing
+        # (sharded fp32 masters), instead of tracing the checkpoint's bf16 first, then again
+        wanted, _ = hardware.resolve_precision("auto", spec, None, sharded_full(options))
+        if sharded_full(options) and wanted == "amp-bf16":
+            first = replace_options(options, precision=wanted)
+    traced = trace(first)
     cluster = {
         name: getattr(options, name)
         for name in (
@@ -263,4 +271,4 @@ def estimate(options: Options | None = None, machine: Any = None, **kwargs: Any)
             "advise",
         )
     }
-    return evaluate(traced, machine, **cluster)
+    return evaluate(traced, machine, precision=options.precision, **cluster)

@@ -171,7 +171,10 @@ def _render_inference(result: FitResult, console: Any) -> None:
     verdict = Text()
     gpus = served.get("gpus", 1)
     if result.fits:
-        verdict.append("FITS ONE GPU", style="bold green")
+        verdict.append(
+            "FITS ONE GPU" if gpus == 1 else f"FITS {gpus} GPUs (tensor parallel {gpus})",
+            style="bold green",
+        )
     else:
         verdict.append(
             f"NEEDS {gpus} GPUs: tensor parallel {served.get('tensor_parallel')} × "
@@ -186,6 +189,17 @@ def _render_inference(result: FitResult, console: Any) -> None:
     if "weights_bytes" in served:
         table.add_row("weights (all GPUs)", human_bytes(served["weights_bytes"]))
     table.add_row("KV cache (all GPUs)", human_bytes(served.get("kv_cache_bytes", 0)))
+    if "max_concurrency" in served:
+        # vLLM's start-up line: "Maximum concurrency for N tokens per request: X"
+        table.add_row(
+            "room for",
+            f"{served['max_concurrency']:,.1f} sequences of {served['context']:,} tokens at once "
+            f"(KV cache for {served['kv_cache_tokens']:,} tokens)",
+        )
+        longest = f"{served['max_context']:,} tokens for one sequence"
+        if served["max_context"] < served["kv_cache_tokens"]:
+            longest += " (the model's max_position_embeddings)"
+        table.add_row("longest context", longest)
     if "prefill_tokens_per_s" in served:
         table.add_row("prefill", f"{served['prefill_tokens_per_s']:,.0f} tokens/s")
         table.add_row(

@@ -16,6 +16,7 @@ from dlrig.knowledge.tables import KnowledgeError, record, rows
 
 _NOISE_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct", "habana", "intel"})
 _TOKEN = re.compile(r"[a-z0-9]+")
+_RUN = re.compile(r"[a-z]+|[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,30 @@ class GpuSpec:
 def tokens(name: str) -> frozenset[str]:
     """The comparable tokens of a GPU name ("80 GB" is folded into "80gb").
 
-    Letters and digits are split apart ("rtx4090" is "rtx 4090", "3090ti" is "3090 ti", "l40s"
-    is "l 40 s"), because people type card names with and without the space; a memory size
-    stays one token, so "80gb" and "80 GB" still compare equal.
+    Words are split where letters meet digits, because people type card names with and
+    without the space ("rtx4090" is "rtx 4090", "3090ti" is "3090 ti"), except that a prefix
+    of one or two letters stays with its number ("a100", "h100", "mi300", "l40": a bare "h" or
+    "v" would match a stray letter of another name) and a size stays with its unit ("80gb").
     """
     lowered = name.lower().replace("-", " ").replace("_", " ")
-    lowered = re.sub(r"(?<=[a-z])(?=\d)|(?<=\d)(?=[a-z])", " ", lowered)
     lowered = re.sub(r"(\d+)\s*gb\b", r"\1gb", lowered)
-    return frozenset(t for t in _TOKEN.findall(lowered) if t not in _NOISE_WORDS)
+    found: list[str] = []
+    for word in _TOKEN.findall(lowered):
+        runs = _RUN.findall(word)
+        i = 0
+        while i < len(runs):
+            run, following = runs[i], runs[i + 1] if i + 1 < len(runs) else ""
+            after = runs[i + 2] if i + 2 < len(runs) else ""
+            if following and (
+                (run.isalpha() and len(run) <= 2 and following.isdigit() and after != "gb")
+                or (run.isdigit() and following == "gb")
+            ):
+                found.append(run + following)
+                i += 2
+            else:
+                found.append(run)
+                i += 1
+    return frozenset(t for t in found if t not in _NOISE_WORDS)
 
 
 class Catalogue:
