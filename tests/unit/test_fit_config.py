@@ -185,3 +185,19 @@ def test_analytic_inference_names_its_batch_and_weights(capsys):
     render_text(result, Console(width=120))
     text = capsys.readouterr().out
     assert "None" not in text and "serving batch 1 × context 4096 tokens, weights bf16" in text
+
+
+def test_gguf_and_exl2_weights_take_their_bits_per_weight():
+    # issue 24: GGUF mixes and EXL2 rates; llama.cpp's quantize tool prints the size of each
+    # mix for Llama-3-8B (Q4_K_M 4.58G, Q8_0 7.96G), which the table's rows come from
+    def weights(fmt: str) -> int:
+        result = run(model="llama3-8b", inference=True, gpu="rtx-4090", weights=fmt)
+        return result.inference["weights_bytes"]
+
+    assert abs(weights("gguf-q4_k_m") / 2**30 - 4.58) < 0.03
+    assert abs(weights("gguf-q8_0") / 2**30 - 7.96) < 0.05
+    params = run(model="llama3-8b", inference=True, gpu="rtx-4090").params
+    assert weights("exl2-4.65") == int(params * 4.65 / 8)
+    for bad in ("exl2-9", "gguf-q9_k", "int3"):
+        with pytest.raises(InputError, match="not a weight format"):
+            run(model="llama3-8b", inference=True, gpu="rtx-4090", weights=bad)

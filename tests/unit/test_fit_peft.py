@@ -76,3 +76,47 @@ def test_fused_activations_keep_only_the_input():
 # baseline) are rows of benchmarks/data/measured_training.csv, each checked in
 # tests/unit/test_fit_accuracy.py::test_lora_and_qlora_memory_of_7_8b_models_against_published_figures
 # with the trace the benchmark stores.
+
+
+def test_qlora_quantises_subclasses_of_linear_as_bitsandbytes_does():
+    # issue 24: Falcon's projections are FalconLinear(nn.Linear); transformers' bnb loading
+    # checks isinstance, so they are NF4 too (dlrig took exact nn.Linear only, and a Falcon
+    # QLoRA kept its weights in 16 bits)
+    import torch
+    from transformers import FalconConfig, FalconForCausalLM
+    from transformers.models.falcon.modeling_falcon import FalconLinear
+
+    from dlrig.fit.peft import NF4Linear, _quantise_frozen_linears
+
+    config = FalconConfig(
+        vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4
+    )
+    with torch.device("meta"):
+        model = FalconForCausalLM(config)
+    model.requires_grad_(False)
+    assert any(isinstance(m, FalconLinear) for m in model.modules())
+    swapped = _quantise_frozen_linears(model, torch.bfloat16)
+    assert swapped > 0
+    assert not any(isinstance(m, FalconLinear) for m in model.modules())
+    assert sum(isinstance(m, NF4Linear) for m in model.modules()) == 2 * 4  # 4 per layer
+    assert isinstance(model.get_output_embeddings(), torch.nn.Linear)  # the head stays
+
+
+@pytest.mark.slow
+def test_modules_to_save_train_whole_copies_beside_the_adapters():
+    # issue 24: peft's modules_to_save (a new token's embeddings and head) keeps a trainable
+    # copy of each module, with its gradients and Adam state
+    base = fit.estimate(model="llama3-8b", lora=16, seq_len=512, gpu="h100", advise=False)
+    saved = fit.estimate(
+        model="llama3-8b",
+        lora=16,
+        seq_len=512,
+        gpu="h100",
+        modules_to_save="embed_tokens,lm_head",
+        advise=False,
+    )
+    vocab, hidden = 128256, 4096
+    assert saved.trainable_params - base.trainable_params == 2 * vocab * hidden
+    extra = saved.memory_breakdown["optimizer_state"] - base.memory_breakdown["optimizer_state"]
+    assert extra == 2 * 4 * 2 * vocab * hidden  # two fp32 Adam moments per trained weight
+    assert any("embed_tokens,lm_head trained in full" in a for a in saved.assumptions)

@@ -88,6 +88,10 @@ EPILOG = (
     help="Modules to adapt: comma list or all-linear (default: peft's for the model).",
 )
 @click.option(
+    "--modules-to-save",
+    help="Modules trained in full beside LoRA (peft's modules_to_save), e.g. embed_tokens,lm_head.",
+)
+@click.option(
     "--no-kbit-prepare",
     is_flag=True,
     help="QLoRA without peft's prepare_model_for_kbit_training (LitGPT, torchtune): frozen 16-bit weights stay 16-bit.",
@@ -132,10 +136,12 @@ EPILOG = (
     help="CPU offload (ZeRO-Offload / FSDP CPUOffload); host RAM is reported.",
 )
 @click.option("--inference", is_flag=True, help="Serving: weights, KV cache, GPUs, tokens/s.")
-@choice_option(
+@click.option(
     "--weights",
-    choices=WEIGHT_FORMATS,
-    help="Inference weight format (default bf16, fp16 where the GPU has no bf16).",
+    metavar="FORMAT",
+    help="Inference weight format: "
+    + ", ".join(WEIGHT_FORMATS)
+    + ", a llama.cpp mix (gguf-q4_k_m, gguf-q8_0, ...) or exl2-BITS (default bf16, fp16 where the GPU has no bf16).",
 )
 @click.option("--context", type=int, help="Inference: tokens per sequence (prompt + output).")
 @choice_option(

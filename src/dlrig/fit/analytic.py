@@ -191,15 +191,15 @@ def estimate_from_config(options: Any, machine: Any) -> FitResult:
     n = counts["params"]
     peft = options.lora or options.qlora
     if options.inference:
-        from dlrig.fit.inference import WEIGHT_BYTES, kv_cache_bytes
+        from dlrig.fit.inference import kv_cache_bytes, weight_bytes
 
         batch = options.batch_size or 1
         context = options.context or options.seq_len or 4096
         kv = kv_cache_bytes(
             counts["layers"], counts["kv_heads"], counts["head_dim"], batch, context, 2
         )
-        breakdown = {"weights": int(n * WEIGHT_BYTES[precision]), "kv_cache": int(kv)}
-        sizes = Sizes(n, 0, 0, int(n * WEIGHT_BYTES[precision]), 0, 0, 0, 0, 0)
+        breakdown = {"weights": int(n * weight_bytes(precision)), "kv_cache": int(kv)}
+        sizes = Sizes(n, 0, 0, int(n * weight_bytes(precision)), 0, 0, 0, 0, 0)
         return _result(
             name,
             sizes,

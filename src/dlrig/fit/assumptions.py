@@ -82,7 +82,9 @@ def assumptions(
         out.append(
             f"{'QLoRA' if o.qlora else 'LoRA'} rank {rank} via peft (alpha {o.lora_alpha or 2 * rank:g}, "
             f"dropout {o.lora_dropout:g}, "
-            f"targets {o.lora_targets or 'peft default for the model'}): base frozen in the compute dtype, "
+            f"targets {o.lora_targets or 'peft default for the model'}"
+            + (f", {o.modules_to_save} trained in full" if o.modules_to_save else "")
+            + "): base frozen in the compute dtype, "
             "adapters fp32; frozen weights have no gradients or optimizer state"
         )
     if o.qlora:

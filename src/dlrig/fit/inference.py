@@ -16,12 +16,37 @@ from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
 from dlrig.fit.result import FitResult
+from dlrig.knowledge import weight_formats
 
 if TYPE_CHECKING:
     from dlrig.fit.pipeline import Context
 
 # bytes per weight: int8/int4 are weight-only (per-channel / group-128 fp16 scale and zero)
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0 + 2 / 4096, "int4": 0.5 + 4 / 128}
+
+
+def weight_bytes(weights: str) -> float:
+    """Bytes per weight of a serving format: the GPU dtypes and int8/int4 above, a GGUF mix
+    or an EXL2 rate (knowledge/weight_formats: their bits per weight over the whole file)."""
+    if weights in WEIGHT_BYTES:
+        return WEIGHT_BYTES[weights]
+    bits = weight_formats.bits_per_weight(weights)
+    if bits is None:
+        raise InputError(
+            f"--weights {weights}: not a weight format dlrig knows",
+            fix="one of "
+            + ", ".join(WEIGHT_BYTES)
+            + ", gguf-q4_k_m (any llama.cpp mix) or exl2-4.65",
+        )
+    return bits / 8
+
+
+def dequantises(weights: str) -> bool:
+    """Weight-only formats whose GEMV kernels dequantise on the fly (a lower share of the
+    memory bandwidth goes to the weights)."""
+    return weights in ("int8", "int4") or weights not in WEIGHT_BYTES
+
+
 TP_DEGREES = (1, 2, 4, 8)
 PREFILL_CHUNK_TOKENS = 8192  # vLLM's chunked prefill budget per step (max_num_batched_tokens)
 MEMORY_UTILISATION = 0.9  # vLLM gpu_memory_utilization default
@@ -79,7 +104,7 @@ def plan_serving(
     spec, g = ctx.spec, geometry
     table = calibration()
     cal = fitted(overrides)
-    weight_total = params * WEIGHT_BYTES[weights]
+    weight_total = params * weight_bytes(weights)
     kv_element = 1.0 if weights == "fp8" else 2.0
     kv_total = kv_cache_bytes(g["layers"], g["kv_heads"], g["head_dim"], batch, context, kv_element)
     chunk = min(batch * prompt, PREFILL_CHUNK_TOKENS)
@@ -102,7 +127,7 @@ def plan_serving(
         per_gpu = (weight_total / tp + kv_share) / stages + activations + fixed
     shards = tp * stages
     # weight-only int8/int4 formats dequantise in the GEMV kernel: a lower share of the bandwidth
-    quantised = weights in ("int8", "int4")
+    quantised = dequantises(weights)
     efficiency = cal[
         "decode_quantized_bandwidth_efficiency" if quantised else "decode_bandwidth_efficiency"
     ]

@@ -42,6 +42,7 @@ WORKLOAD_FIELDS = (
     "lora_alpha",
     "lora_dropout",
     "lora_targets",
+    "modules_to_save",
     "kbit_prepare",
     "double_quant",
     "attention",
@@ -106,6 +107,7 @@ class Options:
     # keeps a mask and its own output for backward
     lora_dropout: float = 0.0
     lora_targets: str | None = None  # comma list or "all-linear"; default: peft's for the model
+    modules_to_save: str | None = None  # peft modules_to_save: comma list trained in full
     offload: str = "none"
     prefetch: int = 1  # FSDP/ZeRO-3 units gathered ahead of the one computing
     inference: bool = False
@@ -154,8 +156,15 @@ def check(options: Options) -> None:
     _choice(options.strategy, STRATEGIES, "--strategy")
     _choice(options.grad_checkpointing, CHECKPOINTING, "--grad-checkpointing")
     _choice(options.offload, OFFLOAD, "--offload")
-    if options.weights is not None:
-        _choice(options.weights, WEIGHT_FORMATS, "--weights")
+    if options.weights is not None and options.weights not in WEIGHT_FORMATS:
+        from dlrig.knowledge.weight_formats import bits_per_weight
+
+        if bits_per_weight(options.weights) is None:
+            raise InputError(
+                f"--weights {options.weights!r} is not a weight format dlrig knows",
+                fix="use one of " + ", ".join(WEIGHT_FORMATS) + ", a llama.cpp mix such as "
+                "gguf-q4_k_m, or exl2-BITS (2.0-8.0, e.g. exl2-4.65)",
+            )
     if options.engine is not None:
         _choice(options.engine, ENGINES, "--engine")
     _choice(options.attention, ATTENTION, "--attention")
@@ -214,10 +223,13 @@ def _check_combinations(options: Options) -> None:
             fix="pass --lora-dropout from 0 up to, not including, 1 (e.g. 0.05)",
         )
     if not peft and (
-        options.lora_alpha is not None or options.lora_targets is not None or options.lora_dropout
+        options.lora_alpha is not None
+        or options.lora_targets is not None
+        or options.lora_dropout
+        or options.modules_to_save
     ):
         raise InputError(
-            "--lora-alpha/--lora-dropout/--lora-targets apply only to LoRA",
+            "--lora-alpha/--lora-dropout/--lora-targets/--modules-to-save apply only to LoRA",
             fix="add --lora RANK or --qlora RANK, or drop them",
         )
     if options.inference:

@@ -108,14 +108,15 @@ def _quantise_frozen_linears(
     model: torch.nn.Module, compute_dtype: torch.dtype, double_quant: bool = True
 ) -> int:
     """Swap every frozen Linear but the output head for NF4 (transformers' bnb loading keeps
-    the head in 16 bits). Returns the number of weights quantised."""
+    the head in 16 bits). Subclasses of Linear count too, as transformers' replace_with_bnb_linear
+    checks isinstance (Falcon's FalconLinear is one). Returns the number of weights quantised."""
     getter = getattr(model, "get_output_embeddings", None)
     head = getter() if callable(getter) else None
     swapped = 0
     for parent in list(model.modules()):
         for child_name, child in list(parent.named_children()):
             if (
-                type(child) is torch.nn.Linear
+                isinstance(child, torch.nn.Linear)
                 and child is not head
                 and not child.weight.requires_grad
             ):
@@ -183,6 +184,9 @@ def apply(model: torch.nn.Module, workload: Any, options: Any) -> torch.nn.Modul
             lora_alpha=options.lora_alpha or 2 * rank,
             lora_dropout=options.lora_dropout,
             target_modules=target_modules,
+            # whole modules trained beside the adapters (a new token's embed_tokens, lm_head):
+            # peft keeps a trainable copy of each, with its gradients and optimizer state
+            modules_to_save=_names(options.modules_to_save),
             task_type=task,
         )
 
@@ -209,12 +213,22 @@ def apply(model: torch.nn.Module, workload: Any, options: Any) -> torch.nn.Modul
     return wrapped
 
 
+def _names(text: str | None) -> list[str] | None:
+    names = [t.strip() for t in (text or "").split(",") if t.strip()]
+    return names or None
+
+
 def _wrap(
     peft: Any, model: torch.nn.Module, config: Any, targets: Any, options: Any, workload: Any
 ) -> torch.nn.Module:
     try:
         return peft.get_peft_model(model, config(targets), autocast_adapter_dtype=False)
     except ValueError as exc:
+        if options.modules_to_save and "modules_to_save" in str(exc).lower():
+            raise InputError(
+                f"--modules-to-save {options.modules_to_save}: {str(exc).splitlines()[0][:200]}",
+                fix="name modules the model has (e.g. embed_tokens,lm_head)",
+            ) from None
         if targets is not None:
             raise InputError(
                 f"--lora-targets {options.lora_targets}: {str(exc).splitlines()[0][:200]}",
