@@ -142,3 +142,56 @@ def test_does_not_fit_says_what_would():
     assert "--grad-checkpointing --qlora 16" in changes
     assert not any(len(a.options) == 1 and "gpu" not in a.options for a in result.advice)
     assert any(change.split()[0] == "--gpu" for change in changes)  # a larger card, last
+
+
+@pytest.mark.slow
+def test_paged_optimizer_state_counts_in_the_peak_but_need_not_fit():
+    # issue 24: QLoRA's paged AdamW keeps its state in CUDA unified memory, which pages to the
+    # host when the GPU runs short; what pages out crosses PCIe twice a step
+    traced = fit.trace(
+        fit.Options(model="llama3-8b", seq_len=2048, grad_checkpointing="full", precision="bf16")
+    )
+    plain = fit.evaluate(traced, gpu="rtx-a6000", optimizer="adamw")
+    paged = fit.evaluate(traced, gpu="rtx-a6000", optimizer="paged-adamw")
+    eight = fit.evaluate(traced, gpu="rtx-a6000", optimizer="adamw-8bit")
+    paged8 = fit.evaluate(traced, gpu="rtx-a6000", optimizer="paged-adamw-8bit")
+    assert paged8.memory_breakdown["optimizer_state"] == eight.memory_breakdown["optimizer_state"]
+    # bitsandbytes' 32-bit state is fp32 whatever the weights: 8 bytes a parameter
+    assert paged.memory_breakdown["optimizer_state"] == 8 * paged.trainable_params
+    assert not plain.fits and paged.fits
+    assert paged.pageable_bytes == paged.memory_breakdown["optimizer_state"]
+    out = paged.memory_peak_bytes - paged.gpu_memory_bytes
+    assert out > 0 and paged.margin_bytes == paged.gpu_memory_bytes - (
+        paged.memory_peak_bytes - paged.pageable_bytes
+    )
+    assert paged.timing["offload_s"] > 0 and paged.step_time_s > eight.step_time_s
+    assert any("crosses PCIe twice a step" in n for n in paged.notes)
+
+
+@pytest.mark.slow
+def test_optimizer_in_backward_and_accumulation_without_sync():
+    # issue 24: torchtune's optimizer_in_bwd frees each gradient as its parameter steps; FSDP2
+    # accumulation without gradient sync keeps unsharded gradients and reduce-scatters once
+    traced = fit.trace(
+        fit.Options(model="llama3-8b", seq_len=2048, grad_checkpointing="full", precision="bf16")
+    )
+    plain = fit.evaluate(traced, gpu="h100")
+    in_bwd = fit.evaluate(traced, gpu="h100", optimizer_in_backward=True)
+    assert in_bwd.memory_breakdown["gradients"] == 0
+    assert in_bwd.memory_breakdown["optimizer_temporaries"] == 0
+    # about one tensor's gradient stays, bounded by what is outside the repeated layers:
+    # Llama 3 8B's embeddings and head (2 x 128256 x 4096) and final norm (4096), in bf16
+    assert in_bwd.memory_breakdown["communication_buffers"] == 2 * (2 * 128256 * 4096 + 4096)
+    assert in_bwd.memory_peak_bytes < plain.memory_peak_bytes - 10 * 2**30
+    with pytest.raises(InputError, match="nothing to accumulate"):
+        fit.evaluate(traced, gpu="h100", optimizer_in_backward=True, grad_accum=4)
+
+    sharded = {"gpu": "h100", "gpus": 8, "strategy": "fsdp", "grad_accum": 4}
+    synced = fit.evaluate(traced, **sharded)
+    unsynced = fit.evaluate(traced, **sharded, grad_sync=False)
+    n = synced.trainable_params
+    assert unsynced.memory_breakdown["gradients"] == 2 * n  # unsharded, in bf16
+    assert synced.memory_breakdown["gradients"] < unsynced.memory_breakdown["gradients"] / 4
+    assert unsynced.timing["communication_s"] < synced.timing["communication_s"]
+    with pytest.raises(InputError, match="applies to FSDP accumulation"):
+        fit.evaluate(traced, gpu="h100", gpus=8, grad_accum=4, grad_sync=False)

@@ -135,6 +135,18 @@ EPILOG = (
     default="none",
     help="CPU offload (ZeRO-Offload / FSDP CPUOffload); host RAM is reported.",
 )
+@click.option(
+    "--optimizer-in-backward",
+    is_flag=True,
+    help="Step each parameter as its gradient is ready and free the gradient (torchtune's optimizer_in_bwd).",
+)
+@click.option(
+    "--no-grad-sync",
+    "grad_sync",
+    flag_value=False,
+    default=True,
+    help="FSDP accumulation without gradient sync: unsharded gradients kept, one reduce-scatter per step.",
+)
 @click.option("--inference", is_flag=True, help="Serving: weights, KV cache, GPUs, tokens/s.")
 @click.option(
     "--weights",

@@ -40,7 +40,7 @@ def _peak(traced: TracedWorkload, ctx: Context, changes: dict[str, Any]) -> int 
     evaluated = Context(
         options, ctx.spec, ctx.memory_bytes, ctx.gpu_origin, ctx.precision, ctx.precision_why
     )
-    return memory_at(traced, evaluated, traced.batch).peak_bytes
+    return memory_at(traced, evaluated, traced.batch).needed_bytes
 
 
 def _flags(changes: dict[str, Any]) -> str:
@@ -65,6 +65,8 @@ def _singles(traced: TracedWorkload, ctx: Context) -> list[dict[str, Any]]:
         out.append({"optimizer_impl": "fused"})
     if o.optimizer in ("adam", "adamw"):
         out.append({"optimizer": "adamw-8bit"})
+        # QLoRA's answer to memory spikes: the state pages to the host instead of failing
+        out.append({"optimizer": "paged-adamw-8bit"})
     if not (o.lora or o.qlora) and traced.workload.task == "causal_lm":
         out.append({"qlora": QLORA_RANK})
     if o.gpus > 1 and o.strategy in ("ddp", "zero1", "zero2"):
@@ -108,10 +110,10 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
     out.extend(_shorter_sequences(traced, ctx, {}))
     out.extend(_smaller_micro_batch(traced, ctx))
     for changes in singles:
-        add(changes, _peak(traced, ctx, changes))
-    # Pairs are looked for unless a change that keeps the run as it is already fits: a shorter
+        add(changes, _peak(traced, ctx, changes), _note(changes))
+    # Pairs are looked for unless one change of the run itself already fits: a shorter
     # sequence changes the data, a smaller micro-batch the speed, more or larger GPUs money.
-    if not any(set(a.options) <= _KEEPS_THE_RUN for a in out):
+    if not any(a for a in out if not _CHANGES_THE_SETUP & set(a.options)):
         out.extend(_combinations(traced, ctx, singles))
     scaled = _more_gpus(traced, ctx, {})
     if scaled is not None:
@@ -129,8 +131,14 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
     return tuple(out)
 
 
-# Remedies that keep the model, the data, the step's numerics and the hardware as they are.
-_KEEPS_THE_RUN = {"grad_checkpointing", "optimizer_impl"}
+# Remedies that change the data, the pace or the hardware rather than the run itself.
+_CHANGES_THE_SETUP = {"gpu", "gpus", "seq_len", "batch_size"}
+
+
+def _note(changes: dict[str, Any]) -> str:
+    if str(changes.get("optimizer", "")).startswith("paged-"):
+        return "its state pages to host RAM as needed"
+    return ""
 
 
 def _combinations(
@@ -150,7 +158,7 @@ def _combinations(
     for changes in pairs:
         peak = _peak(traced, ctx, changes)
         if peak is not None and peak <= limit:
-            out.append(Advice(_flags(changes), changes, peak, True))
+            out.append(Advice(_flags(changes), changes, peak, True, _note(changes)))
         if len(out) == 3:
             break
     if {"grad_checkpointing": "full"} in singles:
@@ -186,7 +194,7 @@ def _smaller_micro_batch(traced: TracedWorkload, ctx: Context) -> list[Advice]:
             ctx.precision_why,
         )
         # the trace answers any micro-batch (activations are affine in it): no new trace
-        peak = memory_at(traced, evaluated, size).peak_bytes
+        peak = memory_at(traced, evaluated, size).needed_bytes
         if peak <= ctx.memory_bytes:
             return [Advice(_flags(changes), changes, peak, True, "same global batch")]
         size //= 2

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from dlrig.fit import batching
 from dlrig.fit.assumptions import assumptions
 from dlrig.fit.result import FitResult
-from dlrig.fit.timing import peak_used_tflops
+from dlrig.fit.timing import PCIE_X16_GBS, peak_used_tflops
+from dlrig.units import human_bytes
 
 if TYPE_CHECKING:
     from dlrig.fit.pipeline import Context
@@ -49,6 +51,19 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
         except Exception as exc:  # noqa: BLE001 - a batch that cannot be traced ends the search
             notes.append(f"largest-batch search stopped: {type(exc).__name__}: {exc}")
     phases, timing = time_at(traced, ctx, batch)
+    paged_out = max(0, min(memory.pageable_bytes, memory.peak_bytes - ctx.memory_bytes))
+    if paged_out:
+        # paged state goes out to host RAM and comes back for the optimizer step, every step,
+        # over the GPU's PCIe link at the rate CPU offload is timed at (fit/timing.py)
+        pcie = PCIE_X16_GBS.get(ctx.spec.pcie_gen or 4, 31.5) * 1e9 * 0.8
+        paging = 2 * paged_out / pcie
+        timing = dataclasses.replace(
+            timing, offload_s=timing.offload_s + paging, step_s=timing.step_s + paging
+        )
+        notes.append(
+            f"{human_bytes(paged_out)} of paged optimizer state crosses PCIe twice a step: "
+            f"+{paging:.2f} s"
+        )
     samples_per_step = batch * o.gpus * o.grad_accum
     samples_per_s = samples_per_step / timing.step_s if timing.step_s > 0 else None
     tokens_per_sample = traced.workload.tokens_per_sample
@@ -72,7 +87,7 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
         if o.global_batch
         else None
     )
-    fits = memory.peak_bytes <= ctx.memory_bytes
+    fits = memory.needed_bytes <= ctx.memory_bytes
     advice: tuple[Any, ...] = ()
     if o.advise and (not fits or max_batch == 0):
         from dlrig.fit.advice import advise
@@ -94,7 +109,10 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
         memory_breakdown=memory.breakdown,
         peak_phase=memory.peak_phase,
         fits=fits,
-        margin_bytes=ctx.memory_bytes - memory.peak_bytes,
+        # paged state moves out only when the GPU runs short: the margin is the peak's when
+        # the whole peak fits, else what stays resident
+        margin_bytes=ctx.memory_bytes
+        - (memory.peak_bytes if memory.peak_bytes <= ctx.memory_bytes else memory.needed_bytes),
         max_batch_size=max_batch,
         global_batch=global_plan,
         flops_per_step=(phases.forward_flops + phases.backward_flops) * o.grad_accum,
@@ -117,6 +135,7 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
         assumptions=tuple(assumptions(traced, ctx, timing, memory)),
         notes=tuple(notes),
         activation_peak_bytes=memory.activation_peak_bytes,
+        pageable_bytes=memory.pageable_bytes,
         host_memory_bytes_per_node=memory.host_bytes_per_gpu * nodes_gpus
         if memory.host_bytes_per_gpu
         else None,

@@ -66,6 +66,13 @@ def assumptions(
             "optimizer adamw-8bit (bitsandbytes): two 8-bit states + block scales, sized analytically; "
             "its fused in-place update allocates no temporaries"
         )
+    elif o.optimizer in ("paged-adamw", "paged-adamw-8bit"):
+        bits = "8-bit states + block scales" if o.optimizer.endswith("8bit") else "fp32 states"
+        out.append(
+            f"optimizer {o.optimizer} (bitsandbytes' paged AdamW, {bits}): the state lives in "
+            "CUDA unified memory and pages to host RAM when the GPU runs short, so it counts in "
+            "the peak but need not fit; what pages out crosses PCIe twice a step (in the step time)"
+        )
     elif o.optimizer == "adafactor":
         out.append("optimizer adafactor (transformers): factored state traced")
     else:

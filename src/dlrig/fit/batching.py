@@ -16,16 +16,16 @@ def max_batch(traced: TracedWorkload, ctx: Context, limit: int) -> int:
     from dlrig.fit.pipeline import memory_at
 
     b1 = traced.batch
-    m1 = memory_at(traced, ctx, b1).peak_bytes
+    m1 = memory_at(traced, ctx, b1).needed_bytes
     b2 = b1 * 2
-    m2 = memory_at(traced, ctx, b2).peak_bytes
+    m2 = memory_at(traced, ctx, b2).needed_bytes
     slope = max(1.0, (m2 - m1) / (b2 - b1))
     intercept = m1 - slope * b1
     guess = max(0, int((limit - intercept) // slope))
     for _ in range(6):
         if guess < 1:
             return 0
-        peak = memory_at(traced, ctx, guess).peak_bytes
+        peak = memory_at(traced, ctx, guess).needed_bytes
         if peak > limit:
             guess = max(0, min(guess - 1, int(guess * limit / peak)))
             continue
@@ -33,7 +33,7 @@ def max_batch(traced: TracedWorkload, ctx: Context, limit: int) -> int:
         # where the line holds, it says whether one more sample would still fit
         if abs(peak - line) <= 0.01 * peak and intercept + slope * (guess + 1) > limit:
             return guess
-        above = memory_at(traced, ctx, guess + 1).peak_bytes
+        above = memory_at(traced, ctx, guess + 1).needed_bytes
         if above <= limit:
             guess += max(1, int((limit - above) // slope))
             continue

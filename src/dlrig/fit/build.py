@@ -80,7 +80,7 @@ def make_optimizer(name: str, impl: str = "foreach") -> Callable[[list[Any]], An
             return torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=foreach, fused=fused)
         if name == "adam":
             return torch.optim.Adam(params, lr=1e-4, foreach=foreach, fused=fused)
-        if name in ("adamw", "adamw-8bit"):
+        if name in ("adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit"):
             # 8-bit state is sized analytically; the traced fp32 step stands in for its kernels
             return torch.optim.AdamW(params, lr=1e-4, foreach=foreach, fused=fused)
         from transformers.optimization import Adafactor

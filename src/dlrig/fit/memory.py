@@ -46,6 +46,12 @@ class MemoryEstimate:
     peak_phase: str
     activation_peak_bytes: int  # the highest activation memory of the step (any strategy)
     host_bytes_per_gpu: int
+    pageable_bytes: int = 0  # paged optimizer state: in the peak, may page out to the host
+
+    @property
+    def needed_bytes(self) -> int:
+        """What must be resident on the GPU: the peak less state that can page out."""
+        return self.peak_bytes - self.pageable_bytes
 
 
 @dataclass(frozen=True)
@@ -188,4 +194,5 @@ def combine(
         peak_phase=phase,
         activation_peak_bytes=int(activation_peak),
         host_bytes_per_gpu=int(held.host_bytes_per_gpu),
+        pageable_bytes=int(held.pageable),
     )

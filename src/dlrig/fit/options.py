@@ -14,7 +14,20 @@ from dataclasses import dataclass, fields
 from dlrig.errors import InputError
 
 PRECISIONS = ("auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "adafactor", "adamw-8bit")
+OPTIMIZERS = (
+    "sgd",
+    "sgd-momentum",
+    "adam",
+    "adamw",
+    "adafactor",
+    "adamw-8bit",
+    # bitsandbytes' paged AdamW (32-bit and 8-bit state): the state lives in CUDA unified
+    # memory and pages to the host when the GPU runs short (QLoRA's paged_adamw_*)
+    "paged-adamw",
+    "paged-adamw-8bit",
+)
+# bitsandbytes' AdamW family: one fp32 AdamW step is traced for each (its state is sized here)
+BNB_ADAMW = ("adamw-8bit", "paged-adamw", "paged-adamw-8bit")
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp", "fsdp-grad-op")
 CHECKPOINTING = ("none", "full", "selective")
 OFFLOAD = ("none", "optimizer", "params")
@@ -132,6 +145,12 @@ class Options:
     # gradients stay allocated between steps: optimizer.zero_grad(set_to_none=False), the
     # default before PyTorch 2.0 (and of HF Trainer then); off: set to None, today's default
     keep_grads: bool = False
+    # torchtune's optimizer_in_bwd: each parameter steps as its gradient is ready and the
+    # gradient is freed at once (no gradient accumulation)
+    optimizer_in_backward: bool = False
+    # FSDP2 accumulation: False keeps unsharded gradients over the micro-batches and
+    # reduce-scatters once (set_requires_gradient_sync(False)); True reduces every micro-batch
+    grad_sync: bool = True
 
     def workload_key(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in WORKLOAD_FIELDS)
@@ -203,7 +222,12 @@ def _check_combinations(options: Options) -> None:
             fix="keep one: --lora RANK (16-bit base) or --qlora RANK (4-bit NF4 base)",
         )
     peft = options.lora or options.qlora
-    if options.optimizer_impl != "foreach" and options.optimizer in ("adamw-8bit", "adafactor"):
+    if options.optimizer_impl != "foreach" and options.optimizer in (
+        "adamw-8bit",
+        "adafactor",
+        "paged-adamw",
+        "paged-adamw-8bit",
+    ):
         raise InputError(
             f"--optimizer-impl {options.optimizer_impl} applies to torch's sgd/adam/adamw, "
             f"not to {options.optimizer} (its own kernels)",
@@ -231,6 +255,17 @@ def _check_combinations(options: Options) -> None:
         raise InputError(
             "--lora-alpha/--lora-dropout/--lora-targets/--modules-to-save apply only to LoRA",
             fix="add --lora RANK or --qlora RANK, or drop them",
+        )
+    if options.optimizer_in_backward and options.grad_accum > 1:
+        raise InputError(
+            "--optimizer-in-backward frees each gradient as its parameter steps, so there is "
+            "nothing to accumulate",
+            fix="drop --grad-accum (torchtune refuses the pair too) or --optimizer-in-backward",
+        )
+    if not options.grad_sync and options.strategy not in ("fsdp", "hsdp"):
+        raise InputError(
+            f"--no-grad-sync applies to FSDP accumulation, not --strategy {options.strategy}",
+            fix="add --strategy fsdp (or hsdp), or drop --no-grad-sync",
         )
     if options.inference:
         training_only = {

@@ -23,7 +23,8 @@ from dlrig.fit.timing import PhaseTimes, StepTime, TimeSetup, phase_times, step_
 from dlrig.fit.tracing import TracedWorkload
 from dlrig.knowledge.gpus import GpuSpec
 
-SAME_TRACE_OPTIMIZERS = ("adam", "adamw", "adamw-8bit")  # one traced AdamW step serves all three
+# one traced AdamW step serves all of these (bitsandbytes' state is sized analytically)
+SAME_TRACE_OPTIMIZERS = ("adam", "adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit")
 
 
 @functools.cache
@@ -104,7 +105,15 @@ def storage(precision: str) -> str:
 def plan_of(ctx: Context) -> Plan:
     o = ctx.options
     return Plan(
-        o.strategy, o.gpus, o.gpus_per_node, ctx.precision, o.optimizer, o.offload, o.prefetch
+        o.strategy,
+        o.gpus,
+        o.gpus_per_node,
+        ctx.precision,
+        o.optimizer,
+        o.offload,
+        o.prefetch,
+        optimizer_in_backward=o.optimizer_in_backward,
+        unsynced=not o.grad_sync and o.grad_accum > 1 and o.gpus > 1,
     )
 
 
@@ -150,6 +159,7 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
         mamf_ratio=float(ratios.get(ctx.spec.id, ratios["default"])),
         offload=o.offload,
         channels_last=o.channels_last,
+        grad_sync=o.grad_sync,
     )
 
 
@@ -187,7 +197,7 @@ def evaluate(traced: TracedWorkload, machine: Any = None, **changes: Any) -> Fit
     """The estimate for one GPU setup from a trace. Keyword arguments are Options fields that
     do not change the trace: gpu, gpus, strategy, gpus_per_node, network_gbps, interconnect,
     grad_accum, global_batch, tokens, dataset_size, epochs, offload, prefetch, channels_last,
-    keep_grads, search_max_batch, advise (and optimizer among adam/adamw/adamw-8bit)."""
+    keep_grads, search_max_batch, advise (and optimizer among adam/adamw/adamw-8bit/paged-adamw/paged-adamw-8bit)."""
     from dlrig.fit import analytic, assemble
 
     changes.setdefault("search_max_batch", False)
@@ -267,6 +277,8 @@ def estimate(options: Options | None = None, machine: Any = None, **kwargs: Any)
             "prefetch",
             "channels_last",
             "keep_grads",
+            "optimizer_in_backward",
+            "grad_sync",
             "search_max_batch",
             "advise",
         )

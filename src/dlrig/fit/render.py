@@ -78,6 +78,11 @@ def render_text(result: FitResult, console: Any) -> None:
     if result.fits:
         verdict.append("FITS", style="bold green")
         verdict.append(f" with {human_bytes(result.margin_bytes)} to spare")
+        if result.pageable_bytes and result.memory_peak_bytes > result.gpu_memory_bytes:
+            verdict.append(
+                f" once {human_bytes(result.memory_peak_bytes - result.gpu_memory_bytes)} of the "
+                "paged optimizer state moves to host RAM"
+            )
     else:
         verdict.append("DOES NOT FIT", style="bold red")
         verdict.append(f": {human_bytes(-result.margin_bytes)} over")

@@ -68,6 +68,7 @@ class FitResult:
     notes: tuple[str, ...] = ()
     activation_peak_bytes: int | None = None
     host_memory_bytes_per_node: int | None = None
+    pageable_bytes: int = 0  # paged optimizer state: in the peak, free to page to the host
     advice: tuple[Advice, ...] = ()
     inference: dict[str, Any] | None = None
 
@@ -92,6 +93,7 @@ class FitResult:
                     "peak_phase": self.peak_phase,
                     "activation_peak_bytes": self.activation_peak_bytes,
                     "host_bytes_per_node": self.host_memory_bytes_per_node,
+                    "pageable_bytes": self.pageable_bytes,
                 },
                 "fits": self.fits,
                 "margin_bytes": self.margin_bytes,

@@ -57,6 +57,9 @@ class Plan:
     optimizer: str
     offload: str = "none"
     prefetch: int = 1
+    optimizer_in_backward: bool = False
+    # FSDP accumulating without gradient sync (grad_accum > 1): unsharded gradients are kept
+    unsynced: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,9 @@ class Held:
     host_bytes_per_gpu: float  # CPU offload
     shard: int  # GPUs one copy of the state is split over
     buffers_in_optimizer: bool = True  # DDP/ZeRO buckets persist; FSDP's unit gradients do not
+    # optimizer state in CUDA unified memory (bitsandbytes' paged optimizers): it pages to the
+    # host when the GPU runs short, so it counts in the peak but need not fit
+    pageable: float = 0.0
 
 
 def compute_bytes(precision: str) -> int:
@@ -87,6 +93,8 @@ def state_bytes_per_param(optimizer: str, element: float) -> float:
         "adamw": 2.0 * element,
         # bitsandbytes 8-bit Adam: two uint8 states plus an fp32 absmax per 2048-value block
         "adamw-8bit": 2.0 + 2 * 4 / 2048,
+        "paged-adamw-8bit": 2.0 + 2 * 4 / 2048,
+        "paged-adamw": 8.0,  # bitsandbytes' 32-bit state is fp32 whatever the weights are
         "adafactor": 0.0,  # factored: from the trace
     }[optimizer]
 
@@ -142,8 +150,18 @@ def held(sizes: Sizes, plan: Plan) -> Held:
             gathered = unit * (1 + plan.prefetch) + root
         buffers = m * sizes.block_trainable  # one unit's unsharded gradients before reduce-scatter
         copies = False
-    if plan.optimizer == "adamw-8bit":
+    if plan.optimizer in ("adamw-8bit", "paged-adamw", "paged-adamw-8bit"):
         temp_scale = 0.0  # bitsandbytes updates each parameter in one fused kernel, in place
+    if plan.unsynced:
+        # set_requires_gradient_sync(False): each unit keeps its unsharded gradient (in the
+        # compute dtype) until the last micro-batch reduce-scatters it
+        grad_scale = c / m
+    if plan.optimizer_in_backward:
+        # each gradient is freed as its parameter steps (a post-accumulate-grad hook): at most
+        # about one tensor's gradient is alive, bounded here by the parameters outside the
+        # repeated blocks (embeddings, head) or one block's
+        grad_scale, temp_scale = 0.0, 0.0
+        buffers += m * (sizes.root_trainable or sizes.block_trainable) / shard
     if plan.offload in ("optimizer", "params"):
         host += state
         state = 0.0
@@ -162,4 +180,5 @@ def held(sizes: Sizes, plan: Plan) -> Held:
         host_bytes_per_gpu=host,
         shard=shard,
         buffers_in_optimizer=plan.strategy not in ("fsdp", "hsdp", "fsdp-grad-op"),
+        pageable=state if plan.optimizer.startswith("paged-") else 0.0,
     )

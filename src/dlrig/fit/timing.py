@@ -41,6 +41,7 @@ class TimeSetup:
     mamf_ratio: float
     offload: str = "none"
     channels_last: bool = False
+    grad_sync: bool = True  # False: FSDP reduce-scatters once per step, not per micro-batch
 
 
 @dataclass(frozen=True)
@@ -260,16 +261,17 @@ def _collectives(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> tuple[float, 
         return seconds, bandwidth / 1e9, 2 * buckets
     gathers = 1 if setup.strategy == "fsdp-grad-op" else 2
     reduce_bytes = c if setup.strategy == "zero3" else m
+    reduce_share = 1.0 if setup.grad_sync else 1.0 / setup.grad_accum
     ring = (shard - 1) / shard
     if setup.strategy == "hsdp":
         intra = bus_bandwidth_gbs(spec, setup, shard) * 1e9
-        volume = ring * (gathers * (c * n + frozen) + reduce_bytes * n)
+        volume = ring * (gathers * (c * n + frozen) + reduce_bytes * n * reduce_share)
         replicas = gpus // shard
         across = 2 * (replicas - 1) / replicas * reduce_bytes * n / shard if replicas > 1 else 0.0
         seconds = volume / intra + across / bandwidth
         seconds += _latency_s(setup, layers_collectives, gpus)
         return seconds, bandwidth / 1e9, layers_collectives
-    volume = ring * (gathers * (c * n + frozen) + reduce_bytes * n)
+    volume = ring * (gathers * (c * n + frozen) + reduce_bytes * n * reduce_share)
     seconds = volume / bandwidth + _latency_s(setup, layers_collectives, gpus)
     return seconds, bandwidth / 1e9, layers_collectives
 

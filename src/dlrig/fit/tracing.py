@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
 from dlrig.fit.memory import extrapolate
-from dlrig.fit.options import WORKLOAD_FIELDS, Options, replace_options
+from dlrig.fit.options import BNB_ADAMW, WORKLOAD_FIELDS, Options, replace_options
 from dlrig.fit.sharding import Sizes
 from dlrig.fit.workload import Workload
 
@@ -236,11 +236,11 @@ def basis_key(options: Options) -> tuple[object, ...]:
 
 def basis_options(options: Options, workload: Workload) -> Options:
     """The options as traced, one per distinct trace: "auto" as the precision it traces, and
-    adamw-8bit as adamw (make_optimizer runs the same fp32 AdamW step for both)."""
+    bitsandbytes' AdamW family as adamw (make_optimizer runs the same fp32 AdamW step)."""
     return replace_options(
         options,
         precision=traced_precision(options, workload),
-        optimizer="adamw" if options.optimizer == "adamw-8bit" else options.optimizer,
+        optimizer="adamw" if options.optimizer in BNB_ADAMW else options.optimizer,
     )
 
 
