@@ -120,7 +120,7 @@ def python_modules() -> dict[str, PythonModule]:
 
 def known_module(name: str) -> tuple[PythonModule | None, PythonModule | None]:
     """(the package `name` imports, or None; else the known module it is most likely a typo of,
-    or None). "lightening" is close to "lightning"; "model_resnet_mean" is close to nothing."""
+    or None). A misspelt "lightning" is close to "lightning"; "model_resnet_mean" to nothing."""
     table = python_modules()
     if name in table:
         return table[name], None
