@@ -29,7 +29,7 @@ KNOWN_CYCLES = {
 }
 # Function-level imports of dlrig's own modules: each keeps torch or an optional extra lazy, or
 # a command's module cheap to import. The count may only go down.
-FUNCTION_LEVEL_IMPORTS_AT_MOST = 255
+FUNCTION_LEVEL_IMPORTS_AT_MOST = 254
 
 
 def _cycles() -> set[frozenset[str]]:

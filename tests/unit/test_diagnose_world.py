@@ -291,3 +291,12 @@ def test_the_fourth_fresh_blind_set():
     print(f"\nfourth fresh set: top-1 {right}/{len(inside)}, confident outside {confident}/5")
     assert (len(inside), len(rows)) == (3, 8)
     assert right == 3 and confident == 0
+
+
+def test_a_missing_compiled_module_is_installed_the_way_its_table_row_says():
+    # NVIDIA/apex#1208: apex installed without its CUDA extensions lacks amp_C; the PyPI
+    # package named apex is another project, so the fix is the source build the row names
+    root = _root("python_package_missing/apex-1208-no-module-amp-c.log")
+    assert root.cause == "python_package_missing" and root.confidence >= CONFIDENT
+    assert "--cuda_ext" in root.fixes[0] and "git+https://github.com/NVIDIA/apex" in root.fixes[0]
+    assert "pip install amp" not in root.fixes[0]

@@ -201,3 +201,9 @@ def test_gguf_and_exl2_weights_take_their_bits_per_weight():
     for bad in ("exl2-9", "gguf-q9_k", "int3"):
         with pytest.raises(InputError, match="not a weight format"):
             run(model="llama3-8b", inference=True, gpu="rtx-4090", weights=bad)
+
+
+def test_a_context_past_the_models_positions_is_refused():
+    # vLLM refuses a max_model_len above max_position_embeddings; so does --inference
+    with pytest.raises(InputError, match="takes at most 1024 positions"):
+        run(model="gpt2", inference=True, gpu="t4", context=4096)

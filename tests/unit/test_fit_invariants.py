@@ -26,6 +26,8 @@ def test_mfu_and_scaling_never_pass_100_percent(options):
     traced = fit.trace(options)  # once per workload, evaluated on the whole catalogue
     checked = 0
     for spec in catalogue().specs:
+        if spec.devices > 1:
+            continue  # a board of several devices is refused: a run is on one device
         if not spec.memory_bytes:
             continue
         for strategy in fit.STRATEGIES:
@@ -177,11 +179,12 @@ def test_optimizer_in_backward_and_accumulation_without_sync():
     )
     plain = fit.evaluate(traced, gpu="h100")
     in_bwd = fit.evaluate(traced, gpu="h100", optimizer_in_backward=True)
-    assert in_bwd.memory_breakdown["gradients"] == 0
     assert in_bwd.memory_breakdown["optimizer_temporaries"] == 0
-    # about one tensor's gradient stays, bounded by what is outside the repeated layers:
-    # Llama 3 8B's embeddings and head (2 x 128256 x 4096) and final norm (4096), in bf16
-    assert in_bwd.memory_breakdown["communication_buffers"] == 2 * (2 * 128256 * 4096 + 4096)
+    # about one tensor's gradient is alive at a time: Llama 3 8B's largest is its embedding or
+    # its head, 128256 x 4096, in bf16 (estimated as half of what sits outside the layers)
+    one = 2 * 128256 * 4096
+    assert one <= in_bwd.memory_breakdown["gradients"] <= one + 2 * 4096
+    assert in_bwd.memory_breakdown["communication_buffers"] == 0
     assert in_bwd.memory_peak_bytes < plain.memory_peak_bytes - 10 * 2**30
     with pytest.raises(InputError, match="nothing to accumulate"):
         fit.evaluate(traced, gpu="h100", optimizer_in_backward=True, grad_accum=4)
@@ -195,3 +198,42 @@ def test_optimizer_in_backward_and_accumulation_without_sync():
     assert unsynced.timing["communication_s"] < synced.timing["communication_s"]
     with pytest.raises(InputError, match="applies to FSDP accumulation"):
         fit.evaluate(traced, gpu="h100", gpus=8, grad_accum=4, grad_sync=False)
+
+
+ADVISED = [
+    {"model": "llama3-8b", "gpu": "rtx-4090", "seq_len": 2048, "batch_size": 4},
+    {"model": "llama3-8b", "gpu": "rtx-a6000", "seq_len": 2048, "grad_checkpointing": "full"},
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("asked", ADVISED)
+def test_every_suggestion_fits_when_asked_for(asked):
+    # review of issue 24: "--grad-checkpointing --gpus 32 --strategy fsdp ... fits" was offered
+    # with the run's bf16, while `dlrig fit` with those flags resolves fp32 masters and said
+    # DOES NOT FIT; a suggestion is only what `dlrig fit` with it confirms
+    result = fit.estimate(**asked)
+    assert not result.fits and result.advice
+    for advice in result.advice:
+        again = fit.estimate(**{**asked, **advice.options}, advise=False, search_max_batch=False)
+        assert again.fits, advice.change
+        assert again.memory_peak_bytes - again.pageable_bytes == advice.memory_peak_bytes or (
+            "gpu" in advice.options
+        ), advice.change
+        assert not catalogue().get(again.gpu).devices > 1
+
+
+def test_a_board_of_several_devices_is_not_a_gpu_to_fit_on():
+    # the MI250X package is two GCDs, and PyTorch sees each as a 64 GB GPU
+    with pytest.raises(InputError, match="board of 2 devices") as refused:
+        fit.estimate(model="gpt2", gpu="mi250x-oam")
+    assert refused.value.fix == "use --gpu mi250x with --gpus 2 per board"
+
+
+@pytest.mark.slow
+def test_no_micro_batch_is_offered_where_nothing_accumulates():
+    result = fit.estimate(
+        model="gpt2-xl", gpu="t4", batch_size=16, seq_len=1024, optimizer_in_backward=True
+    )
+    assert not result.fits
+    assert not any("grad_accum" in a.options for a in result.advice)

@@ -322,7 +322,11 @@ def _list_gpus(as_json: bool) -> None:
             ("fp32", spec.fp32_tflops),
         )
         out.print(
-            f"{spec.id:22} {spec.name[:44]:44} {spec.memory_gb or 0:5.0f} GB  {dtype} "
+            f"{spec.id:22} {_cut(spec.name, 44):44} {spec.memory_gb or 0:5.0f} GB  {dtype} "
             f"{rate or 0:7.1f} TFLOPS",
             highlight=False,
         )
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -87,7 +87,12 @@ def _render_finding(finding: Finding, console: Any, headline: bool) -> None:
         console.print(Text("fix:", style="bold"))
         for number, fix in enumerate(finding.fixes, 1):
             console.print(Text(f"  {number}. {fix}", style="bold" if number == 1 else ""))
-        console.print(Text(f"why this is the root cause: {finding.reason}", style="dim"))
+        why = (
+            "why it is named"
+            if finding.confidence < POSSIBLE_BELOW
+            else "why this is the root cause"
+        )
+        console.print(Text(f"{why}: {finding.reason}", style="dim"))
     else:
         line = Text(f"  - {finding.title} [{finding.cause}]: {finding.reason}")
         console.print(line)

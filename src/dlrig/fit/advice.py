@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dlrig.fit.options import WORKLOAD_FIELDS, replace_options
+from dlrig.errors import DlrigError
+from dlrig.fit import hardware
+from dlrig.fit.options import WORKLOAD_FIELDS, check, replace_options
 from dlrig.fit.result import Advice
 from dlrig.knowledge.gpus import catalogue
 
@@ -23,12 +25,30 @@ GPU_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 QLORA_RANK = 16
 
 
-def _peak(traced: TracedWorkload, ctx: Context, changes: dict[str, Any]) -> int | None:
-    """Peak per GPU with `changes` (a new trace when they touch the workload)."""
-    from dlrig.fit.pipeline import Context, memory_at
-    from dlrig.fit.tracing import trace
+def _setup(
+    traced: TracedWorkload, ctx: Context, changes: dict[str, Any]
+) -> tuple[TracedWorkload, Context] | None:
+    """The trace and context `dlrig fit` with `changes` would use: None for options it would
+    refuse (no remedy); "auto" resolved again for the changed setup (sharding over more GPUs
+    makes fp32 masters); a new trace where the workload or that precision changes."""
+    from dlrig.fit.pipeline import Context, sharded_full, storage
+    from dlrig.fit.tracing import trace, traced_precision
 
+    options = replace_options(ctx.options, **changes)
+    try:
+        check(options)
+    except DlrigError:
+        return None
+    precision, why = ctx.precision, ctx.precision_why
     workload = {k: v for k, v in changes.items() if k in WORKLOAD_FIELDS and k != "optimizer"}
+    workload.pop("batch_size", None)  # the trace answers any micro-batch (affine in it)
+    if options.precision == "auto":
+        natural = traced_precision(options, traced.workload)
+        precision, why = hardware.resolve_precision(
+            "auto", ctx.spec, natural, sharded_full(options)
+        )
+        if storage(precision) != storage(traced.precision):
+            workload["precision"] = precision
     if workload:
         try:
             traced = trace(replace_options(traced.options, **workload))
@@ -36,11 +56,19 @@ def _peak(traced: TracedWorkload, ctx: Context, changes: dict[str, Any]) -> int 
             return None
         if traced.method != "trace":
             return None
-    options = replace_options(ctx.options, **changes)
-    evaluated = Context(
-        options, ctx.spec, ctx.memory_bytes, ctx.gpu_origin, ctx.precision, ctx.precision_why
-    )
-    return memory_at(traced, evaluated, traced.batch).needed_bytes
+    return traced, Context(options, ctx.spec, ctx.memory_bytes, ctx.gpu_origin, precision, why)
+
+
+def _peak(traced: TracedWorkload, ctx: Context, changes: dict[str, Any]) -> int | None:
+    """What must stay on each GPU with `changes`, as `dlrig fit` with them would report it."""
+    from dlrig.fit.pipeline import memory_at
+
+    found = _setup(traced, ctx, changes)
+    if found is None:
+        return None
+    changed, evaluated = found
+    batch = changes.get("batch_size", changed.batch)
+    return memory_at(changed, evaluated, batch).needed_bytes
 
 
 def _flags(changes: dict[str, Any]) -> str:
@@ -107,21 +135,31 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
             out.append(Advice(_flags(changes), changes, peak, True, note))
 
     singles = _singles(traced, ctx)
-    out.extend(_shorter_sequences(traced, ctx, {}))
-    out.extend(_smaller_micro_batch(traced, ctx))
+    # weights and optimizer state do not shrink with the sequence or the micro-batch: where
+    # they alone are over, neither can help (and each shorter sequence is a trace)
+    parts = memory.breakdown
+    held = parts["parameters"] + parts["optimizer_state"] + parts["cuda_context"]
+    shrinkable = held < limit
+    if shrinkable:
+        out.extend(_shorter_sequences(traced, ctx, {}))
+        out.extend(_smaller_micro_batch(traced, ctx))
     for changes in singles:
         add(changes, _peak(traced, ctx, changes), _note(changes))
     # Pairs are looked for unless one change of the run itself already fits: a shorter
     # sequence changes the data, a smaller micro-batch the speed, more or larger GPUs money.
     if not any(a for a in out if not _CHANGES_THE_SETUP & set(a.options)):
-        out.extend(_combinations(traced, ctx, singles))
+        out.extend(_combinations(traced, ctx, singles, shrinkable))
     scaled = _more_gpus(traced, ctx, {})
     if scaled is not None:
         # Sharding over more GPUs is offered only where it fits: FSDP does not shard the
         # activations, and "--gpus 1024 still over" is no advice.
         add(*scaled)
     larger = sorted(
-        (s for s in catalogue().specs if (s.memory_bytes or 0) >= memory.peak_bytes),
+        (
+            s
+            for s in catalogue().specs
+            if s.devices == 1 and (s.memory_bytes or 0) >= memory.peak_bytes
+        ),
         key=lambda s: (s.memory_bytes or 0, -(s.bf16_tflops or 0)),
     )
     if larger and memory.peak_bytes > limit:
@@ -142,17 +180,20 @@ def _note(changes: dict[str, Any]) -> str:
 
 
 def _combinations(
-    traced: TracedWorkload, ctx: Context, singles: list[dict[str, Any]]
+    traced: TracedWorkload, ctx: Context, singles: list[dict[str, Any]], shrinkable: bool
 ) -> list[Advice]:
     """Pairs of the single remedies (checkpointing + 8-bit Adam, QLoRA + checkpointing, ...)
     and checkpointing with a shorter sequence; then each with more sharded GPUs. Only the
     pairs that fit, at most three."""
     limit = ctx.memory_bytes
     out: list[Advice] = []
+    # the fused step pairs with nothing: 8-bit and paged Adam have no temporaries either, and
+    # each pair with it would cost a trace of its own
+    paired = [c for c in singles if "optimizer_impl" not in c]
     pairs = [
         {**a, **b}
-        for i, a in enumerate(singles)
-        for b in singles[i + 1 :]
+        for i, a in enumerate(paired)
+        for b in paired[i + 1 :]
         if not set(a) & set(b) and not ("qlora" in a and "strategy" in b)
     ]
     for changes in pairs:
@@ -161,8 +202,15 @@ def _combinations(
             out.append(Advice(_flags(changes), changes, peak, True, _note(changes)))
         if len(out) == 3:
             break
-    if {"grad_checkpointing": "full"} in singles:
+    if {"grad_checkpointing": "full"} in singles and shrinkable:
         out.extend(_shorter_sequences(traced, ctx, {"grad_checkpointing": "full"}))
+    if not out:
+        # the same with a smaller micro-batch: QLoRA and checkpointing at batch 1, say (no
+        # new trace: each was traced above and answers any micro-batch)
+        for base in [*singles, *pairs]:
+            out.extend(_smaller_micro_batch(traced, ctx, base))
+            if out:
+                break
     if not out:
         for base in [*singles, *pairs]:
             if "strategy" in base or "qlora" in base:
@@ -175,29 +223,22 @@ def _combinations(
     return out
 
 
-def _smaller_micro_batch(traced: TracedWorkload, ctx: Context) -> list[Advice]:
-    """The largest halving of the micro-batch that fits, with the accumulation that keeps the
-    global batch (the same samples per optimizer step, a little slower)."""
-    from dlrig.fit.pipeline import Context, memory_at
-
-    o = ctx.options
+def _smaller_micro_batch(
+    traced: TracedWorkload, ctx: Context, base: dict[str, Any] | None = None
+) -> list[Advice]:
+    """The largest micro-batch dividing the batch that fits (with `base`'s changes too), with
+    the accumulation that keeps the global batch (the same samples per optimizer step, a
+    little slower)."""
+    base = base or {}
     batch = traced.batch
-    size = batch // 2
-    while size >= 1:
-        changes = {"batch_size": size, "grad_accum": o.grad_accum * -(-batch // size)}
-        evaluated = Context(
-            replace_options(o, grad_accum=changes["grad_accum"]),
-            ctx.spec,
-            ctx.memory_bytes,
-            ctx.gpu_origin,
-            ctx.precision,
-            ctx.precision_why,
-        )
-        # the trace answers any micro-batch (activations are affine in it): no new trace
-        peak = memory_at(traced, evaluated, size).needed_bytes
-        if peak <= ctx.memory_bytes:
-            return [Advice(_flags(changes), changes, peak, True, "same global batch")]
-        size //= 2
+    # micro-batches that divide the batch, so the accumulation keeps it exactly
+    for size in sorted((d for d in range(1, batch // 2 + 1) if batch % d == 0), reverse=True):
+        accum = ctx.options.grad_accum * (batch // size)
+        changes = {**base, "batch_size": size, "grad_accum": accum}
+        peak = _peak(traced, ctx, changes)  # None where accumulation is refused
+        if peak is not None and peak <= ctx.memory_bytes:
+            note = "same global batch" + (f"; {_note(base)}" if _note(base) else "")
+            return [Advice(_flags(changes), changes, peak, True, note)]
     return []
 
 

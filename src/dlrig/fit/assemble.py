@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from dlrig.fit import batching
 from dlrig.fit.assumptions import assumptions
 from dlrig.fit.result import FitResult
-from dlrig.fit.timing import PCIE_X16_GBS, peak_used_tflops
+from dlrig.fit.timing import host_link_bytes_per_s, peak_used_tflops
 from dlrig.units import human_bytes
 
 if TYPE_CHECKING:
@@ -54,9 +54,8 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
     paged_out = max(0, min(memory.pageable_bytes, memory.peak_bytes - ctx.memory_bytes))
     if paged_out:
         # paged state goes out to host RAM and comes back for the optimizer step, every step,
-        # over the GPU's PCIe link at the rate CPU offload is timed at (fit/timing.py)
-        pcie = PCIE_X16_GBS.get(ctx.spec.pcie_gen or 4, 31.5) * 1e9 * 0.8
-        paging = 2 * paged_out / pcie
+        # over the GPU's host link, at the rate CPU offload is timed at
+        paging = 2 * paged_out / host_link_bytes_per_s(ctx.spec)
         timing = dataclasses.replace(
             timing, offload_s=timing.offload_s + paging, step_s=timing.step_s + paging
         )

@@ -37,6 +37,26 @@ def target(gpu: str | GpuSpec | None, machine: Any = None) -> Target:
         spec, origin = resolve_model(gpu)
         if spec.memory_bytes is None:
             raise InputError(f"GPU {spec.id}: the catalogue has no memory size for it")
+        if spec.devices > 1:
+            # a model runs on a device, and this board is several (the MI250X's two GCDs)
+            # the board's own device row: its id is the board's without the suffix
+            # (mi250x-oam -> mi250x)
+            one = next(
+                (
+                    s.id
+                    for s in catalogue().specs
+                    if s.devices == 1
+                    and spec.id.startswith(s.id + "-")
+                    and s.memory_gb == (spec.memory_gb or 0) / spec.devices
+                ),
+                None,
+            )
+            raise InputError(
+                f"--gpu {gpu}: {spec.id} is a board of {spec.devices} devices, and PyTorch sees "
+                "each as a GPU of its own",
+                fix=(f"use --gpu {one} " if one else "name the device ")
+                + f"with --gpus {spec.devices} per board",
+            )
         return Target(spec, spec.memory_bytes, origin)
     if machine is not None and getattr(machine, "gpus", None):
         found = machine.gpus[0]

@@ -259,6 +259,14 @@ def serving(options: Any, machine: Any) -> Serving:
     weights, why = hardware.resolve_weights(options.weights, target.spec)
     ctx = Context(options, target.spec, target.memory_bytes, target.origin, "bf16", why)
     context = options.context or workload.seq_len or 4096
+    limit = geometry.get("max_positions") or 0
+    if limit and context > limit:
+        # vLLM refuses the same: a max_model_len above the config's max_position_embeddings
+        raise InputError(
+            f"--context {context}: {workload.name} takes at most {limit} positions "
+            "(max_position_embeddings)",
+            fix=f"use --context {limit} or less, or a config with rope scaling for longer ones",
+        )
     return Serving(
         name=workload.name,
         params=_count(workload),

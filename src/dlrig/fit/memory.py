@@ -11,6 +11,7 @@ part only: long-lived state is allocated once, in whole blocks.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -157,6 +158,8 @@ def combine(
         # only until their reduce-scatter
         gathered = held.gathered if phase != "optimizer" else 0.0
         buffers = held.buffers if phase != "optimizer" or held.buffers_in_optimizer else 0.0
+        if phase == "backward" and held.live_gradient:
+            peak = dataclasses.replace(peak, gradients=peak.gradients + held.live_gradient)
         total = peak.total + gathered + buffers
         if best is None or total > best[0]:
             best = (total, phase, peak, gathered, buffers)

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, fields
 
 from dlrig.errors import InputError
+from dlrig.knowledge.weight_formats import bits_per_weight
 
 PRECISIONS = ("auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16")
 OPTIMIZERS = (
@@ -175,15 +176,13 @@ def check(options: Options) -> None:
     _choice(options.strategy, STRATEGIES, "--strategy")
     _choice(options.grad_checkpointing, CHECKPOINTING, "--grad-checkpointing")
     _choice(options.offload, OFFLOAD, "--offload")
-    if options.weights is not None and options.weights not in WEIGHT_FORMATS:
-        from dlrig.knowledge.weight_formats import bits_per_weight
-
-        if bits_per_weight(options.weights) is None:
-            raise InputError(
-                f"--weights {options.weights!r} is not a weight format dlrig knows",
-                fix="use one of " + ", ".join(WEIGHT_FORMATS) + ", a llama.cpp mix such as "
-                "gguf-q4_k_m, or exl2-BITS (2.0-8.0, e.g. exl2-4.65)",
-            )
+    known = options.weights is None or options.weights in WEIGHT_FORMATS
+    if not known and bits_per_weight(options.weights or "") is None:
+        raise InputError(
+            f"--weights {options.weights!r} is not a weight format dlrig knows",
+            fix="use one of " + ", ".join(WEIGHT_FORMATS) + ", a llama.cpp mix such as "
+            "gguf-q4_k_m, or exl2-BITS (2.0-8.0, e.g. exl2-4.65)",
+        )
     if options.engine is not None:
         _choice(options.engine, ENGINES, "--engine")
     _choice(options.attention, ATTENTION, "--attention")
@@ -266,6 +265,12 @@ def _check_combinations(options: Options) -> None:
         raise InputError(
             f"--no-grad-sync applies to FSDP accumulation, not --strategy {options.strategy}",
             fix="add --strategy fsdp (or hsdp), or drop --no-grad-sync",
+        )
+    if not options.grad_sync and (options.grad_accum < 2 or options.gpus < 2):
+        raise InputError(
+            "--no-grad-sync skips the gradient sync of all but the last micro-batch: it needs "
+            "--grad-accum 2 or more over --gpus 2 or more",
+            fix="add --grad-accum and --gpus, or drop --no-grad-sync",
         )
     if options.inference:
         training_only = {

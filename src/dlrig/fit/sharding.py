@@ -79,6 +79,8 @@ class Held:
     # optimizer state in CUDA unified memory (bitsandbytes' paged optimizers): it pages to the
     # host when the GPU runs short, so it counts in the peak but need not fit
     pageable: float = 0.0
+    # optimizer in backward: the one gradient alive while its parameter steps (backward only)
+    live_gradient: float = 0.0
 
 
 def compute_bytes(precision: str) -> int:
@@ -157,11 +159,12 @@ def held(sizes: Sizes, plan: Plan) -> Held:
         # compute dtype) until the last micro-batch reduce-scatters it
         grad_scale = c / m
     if plan.optimizer_in_backward:
-        # each gradient is freed as its parameter steps (a post-accumulate-grad hook): at most
-        # about one tensor's gradient is alive, bounded here by the parameters outside the
-        # repeated blocks (embeddings, head) or one block's
+        # each gradient is freed as its parameter steps (a post-accumulate-grad hook): about
+        # one tensor's gradient is alive at a time (live_gradient below)
         grad_scale, temp_scale = 0.0, 0.0
-        buffers += m * (sizes.root_trainable or sizes.block_trainable) / shard
+    # the largest single tensor, estimated: an untied embedding or head is half of what sits
+    # outside the repeated blocks; a block's largest matrix about a quarter of the block
+    largest = max(sizes.root_trainable / 2, sizes.block_trainable / 4)
     if plan.offload in ("optimizer", "params"):
         host += state
         state = 0.0
@@ -181,4 +184,5 @@ def held(sizes: Sizes, plan: Plan) -> Held:
         shard=shard,
         buffers_in_optimizer=plan.strategy not in ("fsdp", "hsdp", "fsdp-grad-op"),
         pageable=state if plan.optimizer.startswith("paged-") else 0.0,
+        live_gradient=m * largest / shard if plan.optimizer_in_backward else 0.0,
     )

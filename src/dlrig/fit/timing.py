@@ -267,13 +267,25 @@ def _collectives(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> tuple[float, 
         intra = bus_bandwidth_gbs(spec, setup, shard) * 1e9
         volume = ring * (gathers * (c * n + frozen) + reduce_bytes * n * reduce_share)
         replicas = gpus // shard
-        across = 2 * (replicas - 1) / replicas * reduce_bytes * n / shard if replicas > 1 else 0.0
+        across = (
+            2 * (replicas - 1) / replicas * reduce_bytes * n / shard * reduce_share
+            if replicas > 1
+            else 0.0
+        )
         seconds = volume / intra + across / bandwidth
         seconds += _latency_s(setup, layers_collectives, gpus)
         return seconds, bandwidth / 1e9, layers_collectives
     volume = ring * (gathers * (c * n + frozen) + reduce_bytes * n * reduce_share)
     seconds = volume / bandwidth + _latency_s(setup, layers_collectives, gpus)
     return seconds, bandwidth / 1e9, layers_collectives
+
+
+def host_link_bytes_per_s(spec: GpuSpec) -> float:
+    """What the GPU's host link carries, bytes/s: its PCIe generation and lanes at 80% (an
+    x8 card moves half of an x16's). A GPU without PCIe figures (GH200's chip-to-chip link)
+    is taken as PCIe 4.0 x16: conservative."""
+    lanes = (spec.pcie_lanes or 16) / 16
+    return PCIE_X16_GBS.get(spec.pcie_gen or 4, 31.5) * lanes * 1e9 * 0.8
 
 
 def _offload_s(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> float:
@@ -283,7 +295,7 @@ def _offload_s(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> float:
     n = sizes.trainable_count
     plan = Plan(setup.strategy, setup.gpus, setup.gpus_per_node, setup.precision, "adamw")
     shard_params = n / shard_count(plan)
-    pcie = PCIE_X16_GBS.get(spec.pcie_gen or 4, 31.5) * 1e9 * 0.8
+    pcie = host_link_bytes_per_s(spec)
     host = setup.calibration["host_memory_gbs_per_gpu"] * 1e9
     moved = 4.0 * shard_params * 2  # fp32 gradients down, parameters up
     if setup.offload == "params":

@@ -108,9 +108,14 @@ def demangle(symbol: str) -> str:
 @dataclass(frozen=True)
 class PythonModule:
     module: str
-    distribution: str
+    distribution: str  # the pip name; empty where no PyPI package provides it
+    install: str  # how to install it where plain `pip install <distribution>` is not the way
     source: str
     as_of: str
+
+    @property
+    def command(self) -> str:
+        return self.install or f"python -m pip install {self.distribution}"
 
 
 @functools.cache

@@ -40,6 +40,8 @@ class GpuSpec:
     pcie_gen: int | None
     pcie_lanes: int | None
     form_factor: str
+    # devices software sees on one board (the MI250X package: two GCDs, each its own device)
+    devices: int
     source: str
     as_of: str
 

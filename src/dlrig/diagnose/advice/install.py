@@ -288,16 +288,15 @@ def module_missing(
     module = groups.get("module", "")
     known, typo_of = extensions.known_module(module)
     if known is not None:
-        package = known.distribution
+        package = known.distribution or module
         advice = (
-            f"Install {package} with the Python that runs the job: python -m pip install "
-            f"{package} (a pip, torchrun or notebook kernel of another environment installs "
-            "elsewhere)."
+            f"Install {package} with the Python that runs the job: {known.command} (a pip, "
+            "torchrun or notebook kernel of another environment installs elsewhere)."
         )
     elif typo_of is not None:
-        package = typo_of.distribution
+        package = typo_of.distribution or typo_of.module
         advice = (
-            f"{module} is close to {typo_of.module} (pip install {package}): check the spelling "
+            f"{module} is close to {typo_of.module} ({typo_of.command}): check the spelling "
             f"of the import; if it is right, install the package that provides {module}."
         )
     else:
@@ -318,7 +317,7 @@ def api_mismatch(
     top = package.split(".")[0]
     name = groups.get("name", "the name")
     known, _ = extensions.known_module(top)
-    dist = known.distribution if known else top.replace("_", "-")
+    dist = (known.distribution or top) if known else top.replace("_", "-")
     required = groups.get("required")
     found = groups.get("found")
     if required and found:
