@@ -125,8 +125,9 @@ def _more_gpus(
 def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tuple[Advice, ...]:
     """What would fit, the obvious fix first: a shorter sequence, a smaller micro-batch with
     accumulation, checkpointing, a leaner optimizer, QLoRA, then more or larger GPUs; pairs of
-    those when no single one fits. Only changes that fit are offered: "still over" is no advice,
-    and a change that cannot help (sharding does not shrink a LoRA's activations) never fits."""
+    those when no change of the run itself fits alone. Only changes that fit are offered:
+    "still over" is no advice, and a change that cannot help (sharding does not shrink a
+    LoRA's activations) never fits."""
     limit = ctx.memory_bytes
     out: list[Advice] = []
 
