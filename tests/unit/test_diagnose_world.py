@@ -9,6 +9,7 @@ headlined by the last one; a refused host allocation called an OOM kill.
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 from dlrig import causes, diagnose
 from tests.conftest import CORPUS
@@ -140,6 +141,26 @@ def test_crashes_outside_the_vocabulary_are_rarely_answered_with_confidence():
     assert len(confident) <= OUTSIDE_CONFIDENT_AT_MOST
 
 
+def _blind_set(folder: Path) -> tuple[int, int, int, int]:
+    """(named right, in the vocabulary, answered with confidence, outside it) over a fresh set's
+    manifest: a crash outside the vocabulary counts when its root is confident and specific."""
+    rows = list(csv.DictReader((folder / "manifest.csv").open(encoding="utf-8")))
+    inside = [r for r in rows if r["cause"] != "outside"]
+    assert all(r["cause"] in causes.CAUSES for r in inside)
+    right = confident = 0
+    for row in rows:
+        root = diagnose.diagnose_paths([LOGS / row["file"]]).root
+        if row["cause"] != "outside":
+            right += bool(root is not None and root.cause == row["cause"])
+        else:
+            confident += bool(
+                root is not None
+                and root.confidence >= CONFIDENT
+                and not causes.get(root.cause).generic
+            )
+    return right, len(inside), confident, len(rows) - len(inside)
+
+
 FRESH = LOGS / "fresh"
 # Blind, once, on 2026-12-02 with the signatures of commit 50ab7b4 (collected after that work, by
 # someone who did not see dlrig's answers): 14 of 24 right, 3 of 17 confident outside. Its misses
@@ -150,26 +171,11 @@ FRESH_OUTSIDE_CONFIDENT_CEILING = 1  # of 17
 
 
 def test_the_fresh_blind_set():
-    rows = list(csv.DictReader((FRESH / "manifest.csv").open(encoding="utf-8")))
-    inside = [r for r in rows if r["cause"] != "outside"]
-    outside = [r for r in rows if r["cause"] == "outside"]
-    assert all(r["cause"] in causes.CAUSES for r in inside)
-    right = 0
-    confident = 0
-    for row in rows:
-        root = diagnose.diagnose_paths([LOGS / row["file"]]).root
-        if row["cause"] == "outside":
-            confident += bool(
-                root is not None
-                and root.confidence >= CONFIDENT
-                and not causes.get(root.cause).generic
-            )
-        else:
-            right += bool(root is not None and root.cause == row["cause"])
+    right, inside, confident, outside = _blind_set(FRESH)
     print(
-        f"\nfresh blind set: {len(inside)}/{len(rows)} in the vocabulary; top-1 {right}/"
-        f"{len(inside)} = {right / len(inside):.1%}; confident outside the vocabulary "
-        f"{confident}/{len(outside)} = {confident / len(outside):.1%}"
+        f"\nfresh blind set: {inside}/{inside + outside} in the vocabulary; top-1 {right}/"
+        f"{inside} = {right / inside:.1%}; confident outside the vocabulary "
+        f"{confident}/{outside} = {confident / outside:.1%}"
     )
     assert right >= FRESH_IN_VOCABULARY_FLOOR
     assert confident <= FRESH_OUTSIDE_CONFIDENT_CEILING
@@ -211,26 +217,11 @@ def test_the_second_fresh_blind_set():
     not defined" in a source checkout, JAX's removal notices, bash running a Python file), and
     three of its outside rows got causes of their own, so what follows is the floor, no longer a
     blind figure."""
-    rows = list(csv.DictReader((FRESH2 / "manifest.csv").open(encoding="utf-8")))
-    inside = [r for r in rows if r["cause"] != "outside"]
-    right = sum(
-        1
-        for r in inside
-        if (root := diagnose.diagnose_paths([LOGS / r["file"]]).root) and root.cause == r["cause"]
-    )
-    confident = 0
-    for row in (r for r in rows if r["cause"] == "outside"):
-        root = diagnose.diagnose_paths([LOGS / row["file"]]).root
-        confident += bool(
-            root and root.confidence >= CONFIDENT and not causes.get(root.cause).generic
-        )
-    outside = len(rows) - len(inside)
-    print(
-        f"\nsecond fresh set: top-1 {right}/{len(inside)}, confident outside {confident}/{outside}"
-    )
+    right, inside, confident, outside = _blind_set(FRESH2)
+    print(f"\nsecond fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
     # three outside rows got causes of their own afterwards (an invalid device ordinal, a
     # process group never initialised, a truncated checkpoint)
-    assert (len(inside), len(rows)) == (16, 26)
+    assert (inside, inside + outside) == (16, 26)
     assert right >= 14 and confident <= 0
 
 
@@ -245,22 +236,9 @@ def test_the_third_fresh_blind_set():
     symbol"; a missing module no known package installs is a possible cause, not a confident
     one); the third (a 0-byte model file that surfaced as a mixed-devices error) cannot be seen
     in its log, and a fourth log ends before the crash. What follows is the floor, not blind."""
-    rows = list(csv.DictReader((FRESH3 / "manifest.csv").open(encoding="utf-8")))
-    inside = [r for r in rows if r["cause"] != "outside"]
-    assert all(r["cause"] in causes.CAUSES for r in inside)
-    right = sum(
-        1
-        for r in inside
-        if (root := diagnose.diagnose_paths([LOGS / r["file"]]).root) and root.cause == r["cause"]
-    )
-    confident = 0
-    for row in (r for r in rows if r["cause"] == "outside"):
-        root = diagnose.diagnose_paths([LOGS / row["file"]]).root
-        confident += bool(
-            root and root.confidence >= CONFIDENT and not causes.get(root.cause).generic
-        )
-    print(f"\nthird fresh set: top-1 {right}/{len(inside)}, confident outside {confident}/8")
-    assert (len(inside), len(rows)) == (13, 21)
+    right, inside, confident, outside = _blind_set(FRESH3)
+    print(f"\nthird fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    assert (inside, inside + outside) == (13, 21)
     assert right >= 11 and confident == 0
 
 
@@ -272,24 +250,9 @@ def test_the_fourth_fresh_blind_set():
     by a collector who did not see dlrig's answers: 8 threads, 3 in the vocabulary. Measured
     once, blind, at commit e65e48d: 3 of 3 named right, 0 of 5 outside answered with
     confidence. Nothing was changed for it, so it stays a blind figure (a small one)."""
-    rows = list(csv.DictReader((FRESH4 / "manifest.csv").open(encoding="utf-8")))
-    inside = [r for r in rows if r["cause"] != "outside"]
-    assert all(r["cause"] in causes.CAUSES for r in inside)
-    right = sum(
-        1
-        for r in inside
-        if (root := diagnose.diagnose_paths([LOGS / r["file"]]).root) and root.cause == r["cause"]
-    )
-    confident = sum(
-        1
-        for r in rows
-        if r["cause"] == "outside"
-        and (root := diagnose.diagnose_paths([LOGS / r["file"]]).root)
-        and root.confidence >= CONFIDENT
-        and not causes.get(root.cause).generic
-    )
-    print(f"\nfourth fresh set: top-1 {right}/{len(inside)}, confident outside {confident}/5")
-    assert (len(inside), len(rows)) == (3, 8)
+    right, inside, confident, outside = _blind_set(FRESH4)
+    print(f"\nfourth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    assert (inside, inside + outside) == (3, 8)
     assert right == 3 and confident == 0
 
 

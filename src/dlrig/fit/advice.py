@@ -156,11 +156,7 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
         # activations, and "--gpus 1024 still over" is no advice.
         add(*scaled)
     larger = sorted(
-        (
-            s
-            for s in catalogue().specs
-            if s.devices == 1 and (s.memory_bytes or 0) >= memory.peak_bytes
-        ),
+        (s for s in catalogue().devices if (s.memory_bytes or 0) >= memory.peak_bytes),
         key=lambda s: (s.memory_bytes or 0, -(s.bf16_tflops or 0)),
     )
     if larger and memory.peak_bytes > limit:

@@ -44,9 +44,8 @@ def target(gpu: str | GpuSpec | None, machine: Any = None) -> Target:
             one = next(
                 (
                     s.id
-                    for s in catalogue().specs
-                    if s.devices == 1
-                    and spec.id.startswith(s.id + "-")
+                    for s in catalogue().devices
+                    if spec.id.startswith(s.id + "-")
                     and s.memory_gb == (spec.memory_gb or 0) / spec.devices
                 ),
                 None,

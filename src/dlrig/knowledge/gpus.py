@@ -116,6 +116,12 @@ class Catalogue:
                     )
                 self._by_tokens[key] = spec
 
+    @property
+    def devices(self) -> tuple[GpuSpec, ...]:
+        """The GPUs as software sees them: a board of several devices (the MI250X package) is
+        its devices, which have rows of their own."""
+        return tuple(spec for spec in self.specs if spec.devices == 1)
+
     def get(self, gpu_id: str) -> GpuSpec | None:
         return self._by_id.get(gpu_id)
 

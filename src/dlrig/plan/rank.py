@@ -257,7 +257,7 @@ def plan(workloads: Sequence[Workload], constraints: Constraints, inputs: Inputs
                 cloud_offers.append((offer, spec))
     pairs = [(c.build.gpus.spec, c.build.gpus.count) for c in candidates]
     pairs += [(spec, offer.gpus) for offer, spec in cloud_offers]
-    pairs += [(spec, count) for spec in _devices() for count in CATALOGUE_COUNTS]
+    pairs += [(spec, count) for spec in catalogue().devices for count in CATALOGUE_COUNTS]
     fits = evaluate_many(workloads, pairs)
     options: list[Option] = []
     for candidate in candidates:
@@ -315,7 +315,7 @@ def plan(workloads: Sequence[Workload], constraints: Constraints, inputs: Inputs
     )
     _mark_pareto(options)
     matrix = []
-    for spec in _devices():
+    for spec in catalogue().devices:
         for count in CATALOGUE_COUNTS:
             row: dict[str, Any] = {"gpu": spec.id, "count": count}
             for w in workloads:
@@ -335,9 +335,3 @@ def plan(workloads: Sequence[Workload], constraints: Constraints, inputs: Inputs
         inputs=inputs.used(),
         traces=sum(f.traces_made for f in fits.values()),
     )
-
-
-def _devices() -> list[GpuSpec]:
-    """The catalogue's GPUs as software sees them: a board of several devices (the MI250X
-    package) is its devices, which have rows of their own."""
-    return [spec for spec in catalogue().specs if spec.devices == 1]
