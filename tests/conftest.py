@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ["DLRIG_NO_CACHE"] = "1"
 FIXTURES = ROOT / "tests" / "fixtures"
 NVSMI = FIXTURES / "nvidia-smi"
+AMD = FIXTURES / "amd"
+GAUDI = FIXTURES / "gaudi"
 CORPUS = ROOT / "tests" / "corpus"
 
 

@@ -14,12 +14,14 @@ import time
 
 import pytest
 
-from tests.conftest import NVSMI
+from tests.conftest import AMD, GAUDI, NVSMI
 from tests.integration.monitor_helpers import Exporter, Prometheus
 
 H200 = str(NVSMI / "h200-capture-idle-load.txt")
 T4 = str(NVSMI / "tesla-t4-2procs-q-x.xml")
 XID = str(NVSMI / "dmesg-xid119-gsp-rpc-timeout.log")
+MI100 = str(AMD / "mi100_rocm602.json")
+GAUDI2 = str(GAUDI / "hl-smi-gaudi2x8-1.19.1.txt")
 MIB = 2**20
 
 
@@ -36,6 +38,9 @@ def stack(tmp_path_factory):
         "t4": Exporter("--replay", T4, "--interval", "0.5"),
         "dcgm": Exporter("--replay", H200, "--replay-state", "load", "--dcgm-names"),
         "dcgm-t4": Exporter("--replay", T4, "--interval", "0.5", "--dcgm-names"),
+        "mi100": Exporter("--replay", MI100, "--interval", "0.5"),
+        "amd": Exporter("--replay", MI100, "--interval", "0.5", "--amd-names"),
+        "gaudi": Exporter("--replay", GAUDI2, "--interval", "0.5"),
     }
     prometheus = None
     try:
@@ -224,3 +229,25 @@ def test_every_dashboard_query_runs_and_shows_the_replayed_gpus(
         if variable.get("definition", "").startswith("label_values("):
             metric = variable["definition"].removeprefix("label_values(").split(",")[0]
             assert stack.query(metric.replace("$instance", instances))
+
+
+def test_promql_returns_the_recorded_amd_and_gaudi_values(stack: Prometheus) -> None:
+    # mi100_rocm602.json card0: "Average Graphics Package Power (W)": "36.0",
+    # "Temperature (Sensor edge) (C)": "53.0", "VRAM Total Used Memory (B)": "6750208"
+    mi100 = '{job="mi100",gpu="0"}'
+    stack.wait_for(f"dlrig_gpu_power_watts{mi100}")
+    assert _value(stack.query(f"dlrig_gpu_power_watts{mi100}")) == pytest.approx(36.0)
+    assert _value(stack.query(f"dlrig_gpu_temperature_celsius{mi100}")) == pytest.approx(53.0)
+    assert _value(stack.query(f"dlrig_gpu_memory_used_bytes{mi100}")) == pytest.approx(6750208)
+    # The same card in AMD device-metrics-exporter's names: VRAM in MB, its labels.
+    amd = '{job="amd",gpu_id="0"}'
+    stack.wait_for(f"gpu_power_usage{amd}")
+    assert _value(stack.query(f"gpu_power_usage{amd}")) == pytest.approx(36.0)
+    assert _value(stack.query(f"gpu_edge_temperature{amd}")) == pytest.approx(53.0)
+    assert _value(stack.query(f"gpu_used_vram{amd}")) == pytest.approx(6750208 / MIB)
+    assert _value(stack.query('gpu_clock{job="amd",gpu_id="0",clock_type="system"}')) == 300
+    # hl-smi, Gaudi 2 device 3: "| N/A   22C   N/A  92W /  600W  | 96565MiB /  98304MiB |"
+    gaudi = '{job="gaudi",gpu="3"}'
+    stack.wait_for(f"dlrig_gpu_power_watts{gaudi}")
+    assert _value(stack.query(f"dlrig_gpu_power_watts{gaudi}")) == pytest.approx(92)
+    assert _value(stack.query(f"dlrig_gpu_memory_used_bytes{gaudi}")) == 96565 * MIB

@@ -103,3 +103,55 @@ def test_lock_of_a_package_that_needs_torch_leaves_out_what_the_torch_install_br
         [str(ROOT_VENV / "hadolint"), str(tmp_path / "Dockerfile")], capture_output=True, text=True
     )
     assert check.returncode == 0, check.stdout
+
+
+@pytest.mark.parametrize(
+    ("framework", "table", "extra"),
+    [
+        ("tensorflow", "tensorflow", "tensorflow[and-cuda]=="),
+        ("jax", "jax-cuda12-plugin", "jax[cuda12]=="),
+    ],
+)
+def test_tensorflow_and_jax_environments_lock_with_the_wheels_their_metadata_pins(
+    run_dlrig, tmp_path, framework, table, extra
+):
+    """The real resolver (uv) locks the framework's GPU extra for a driver 550 H100; every
+    nvidia-* wheel in the lock meets the specifier dlrig's table read from the same wheel."""
+    from dlrig.knowledge import framework_pins
+
+    result = run_dlrig(
+        "provision",
+        "env",
+        "--framework",
+        framework,
+        "--gpu",
+        "h100",
+        "--driver",
+        "550.54.15",
+        "--python",
+        "3.12",
+        "--lock",
+        "--json",
+        "--out",
+        str(tmp_path),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    requirement = (tmp_path / "requirements.in").read_text()
+    release = re.search(re.escape(extra) + r"([\w.]+)", requirement).group(1)
+    lock = (tmp_path / "requirements.lock").read_text()
+    pins = dict(re.findall(r"^([a-z0-9_.-]+)==([^\s\\]+)", lock, re.M))
+    required = framework_pins.pins_for(table, release)
+    assert required
+    for pin in required:
+        assert pin.requirement in pins, pin.requirement
+        assert framework_pins.satisfies(pins[pin.requirement], pin.specifier), (
+            pin,
+            pins[pin.requirement],
+        )
+    # driver 550 reaches CUDA 12.4 (12.x by minor-version compatibility), not CUDA 13
+    assert not any(name.endswith("-cu13") or name.startswith("jax-cuda13") for name in pins)
+    check = subprocess.run(
+        ["shellcheck", str(tmp_path / "lock.sh")], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout

@@ -80,6 +80,9 @@ def test_cause_vocabulary_is_complete():
         "communication_exposed",
         "fp32_matmuls",
         "optimizer_unfused",
+        "no_amdgpu_driver",
+        "gpu_device_permission",
+        "jax_jaxlib_mismatch",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

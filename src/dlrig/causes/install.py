@@ -37,6 +37,24 @@ CAUSES: tuple[Cause, ...] = (
         "again.",
     ),
     Cause(
+        "no_amdgpu_driver",
+        "No AMD GPU driver (amdgpu with /dev/kfd) loaded",
+        "ROCm reaches an AMD GPU through the amdgpu kernel driver's compute interface, /dev/kfd. "
+        "Without it (driver not installed, not built for the running kernel, or the device not "
+        "passed into a container) no ROCm program sees a GPU.",
+        "Install the amdgpu driver for the running kernel (`sudo apt install amdgpu-dkms`, "
+        "then reboot); in a container pass `--device=/dev/kfd --device=/dev/dri`.",
+    ),
+    Cause(
+        "gpu_device_permission",
+        "No permission to open the GPU device files",
+        "The GPU's device files (/dev/kfd and /dev/dri/renderD* for AMD, /dev/nvidia* for "
+        "NVIDIA) are there, but this user cannot open them read-write, so the framework sees no "
+        "GPU although tools run as root do.",
+        "Add the user to the groups that own the devices (`sudo usermod -aG render,video "
+        "$USER`, then log in again); in a container add `--group-add video --group-add render`.",
+    ),
+    Cause(
         "cpu_only_torch",
         "PyTorch is a CPU-only build",
         "The installed torch wheel was built without CUDA (its version ends in '+cpu' or "
@@ -148,6 +166,15 @@ CAUSES: tuple[Cause, ...] = (
         'Install JAX with its CUDA wheels in one command (`pip install -U "jax[cuda12]"` or '
         '`"jax[cuda13]"`), remove system CUDA/cuDNN directories from LD_LIBRARY_PATH, and '
         "keep the driver at least at the CUDA release the plugin needs.",
+    ),
+    Cause(
+        "jax_jaxlib_mismatch",
+        "jax and jaxlib are versions that do not go together",
+        "jax checks at import that jaxlib (and the CUDA plugin) is neither older than the "
+        "minimum it needs nor newer than itself; upgrading one of them alone (`pip install -U "
+        "jaxlib`, a plugin upgrade, a pinned requirements file) breaks the pair.",
+        'Install them together: `pip install -U "jax[cuda12]"` (or `"jax[cuda13]"`, or plain '
+        "`jax` for the CPU), which pins jaxlib and the plugin to the jax release.",
     ),
     Cause(
         "tf_gpu_libraries_missing",

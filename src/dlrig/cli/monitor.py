@@ -151,6 +151,11 @@ def monitor_command(
     is_flag=True,
     help="Use dcgm-exporter's metric names and labels (its Grafana dashboards work as is).",
 )
+@click.option(
+    "--amd-names",
+    is_flag=True,
+    help="Use AMD device-metrics-exporter's metric names and labels (gpu_gfx_activity, ...).",
+)
 @click.option("--db", help="Also record the samples here.")
 @duration_option
 @click.pass_context
@@ -160,6 +165,7 @@ def serve_command(
     port: int,
     listen: str,
     dcgm_names: bool,
+    amd_names: bool,
     db: str | None,
     duration: float | None,
     **values: Any,
@@ -169,12 +175,17 @@ def serve_command(
         raise InputError(
             f"--port {port} is not a TCP port", fix="give a port from 1 to 65535 (0: any free)"
         )
+    if dcgm_names and amd_names:
+        raise InputError(
+            "--dcgm-names and --amd-names both given", fix="choose one naming of the series"
+        )
     settings = source_settings(ctx, values)
     exporter = monitor.ExporterService(
         settings.open(),
         port=port,
         listen=listen,
         dcgm_names=dcgm_names,
+        amd_names=amd_names,
         db=db,
         **settings.sampling(),
     )
@@ -186,7 +197,8 @@ def serve_command(
             err.print(f"dlrig monitor: {info.note}")
         err.print(
             f"dlrig monitor: serving {info.description} at http://{host}:{bound}/metrics "
-            f"(every {settings.interval:g} s{', dcgm-exporter names' if dcgm_names else ''})"
+            f"(every {settings.interval:g} s{', dcgm-exporter names' if dcgm_names else ''}"
+            f"{', AMD device-metrics-exporter names' if amd_names else ''})"
         )
         _wait(duration)
 

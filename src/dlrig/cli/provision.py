@@ -54,10 +54,21 @@ def host_command(ctx: click.Context, /, no_container_toolkit: bool, **params: An
 @click.option(
     "--cuda-variant", metavar="cuXYZ|cpu", help="Insist on this wheel variant (cu118, cpu)."
 )
+@click.option(
+    "--framework",
+    type=click.Choice(["torch", "tensorflow", "jax"]),
+    default="torch",
+    show_default=True,
+    help="The framework the environment is for: TensorFlow and JAX get their GPU extra "
+    "(tensorflow[and-cuda], jax[cuda12|13]) of the newest release that fits the machine.",
+)
+@click.option(
+    "--framework-version", metavar="X.Y.Z", help="Insist on this TensorFlow or JAX release."
+)
 @click.pass_context
 def env_command(ctx: click.Context, /, **params: Any) -> None:
-    """Python environment: torch + companions + index from the resolver, other packages
-    locked with hashes, and a conda environment.yml."""
+    """Python environment: torch + companions + index from the resolver (or TensorFlow/JAX with
+    their CUDA wheels), other packages locked with hashes, and a conda environment.yml."""
     from dlrig.provision.env import EnvOptions
 
     generate_target(ctx, "env", EnvOptions, params)

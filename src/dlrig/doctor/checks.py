@@ -15,6 +15,7 @@ from dlrig.doctor import (
     cuda,
     driver,
     frameworks,
+    gaudi,
     gpu_arch,
     gpu_fleet,
     gpu_memory,
@@ -25,7 +26,9 @@ from dlrig.doctor import (
     host,
     nccl,
     network,
+    rocm,
     storage,
+    tfjax,
 )
 from dlrig.doctor.registry import Check
 
@@ -36,7 +39,10 @@ AREAS: tuple[ModuleType, ...] = (
     cuda,
     driver,
     frameworks,
+    tfjax,
     gpu_arch,
+    rocm,
+    gaudi,
     gpu_pcie,
     gpu_memory,
     gpu_power,

@@ -19,9 +19,10 @@ def driver_loaded(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     (`lspci -d 10de:`) with what the driver reports. A machine without NVIDIA GPUs is not a
     failure: it is reported as CPU-only."""
     d = m.driver
-    if d is None and m.gpus is None:
+    gpus = facts.nvidia_gpus(m)
+    if d is None and not gpus:
         return c.skip("driver state not in this snapshot")
-    gpus = m.gpus or ()
+    gpus = gpus or ()
     no_driver_text = d.nvml_error if d and d.nvml_error else ""
     lowered = no_driver_text.lower()
     driver_missing = d is not None and (

@@ -9,13 +9,22 @@ from dlrig.knowledge.versions import Version, local_variant
 from dlrig.machine.model import Gpu, Machine, TorchInfo
 
 
+def nvidia_gpus(machine: Machine) -> tuple[Gpu, ...] | None:
+    """The NVIDIA GPUs of the snapshot (an AMD or Gaudi recording lists others); None when the
+    snapshot does not say."""
+    if machine.gpus is None:
+        return None
+    return tuple(g for g in machine.gpus if g.is_nvidia)
+
+
 def nvidia_gpu_count(machine: Machine) -> int | None:
     """GPUs known to be present (from NVML/nvidia-smi, else the PCI bus); None if unknown."""
-    if machine.gpus:
-        return len(machine.gpus)
+    gpus = nvidia_gpus(machine)
+    if gpus:
+        return len(gpus)
     if machine.driver is not None and machine.driver.nvidia_pci_devices is not None:
         return machine.driver.nvidia_pci_devices
-    if machine.gpus is not None:
+    if gpus is not None:
         return 0
     return None
 
@@ -40,8 +49,9 @@ def gpu_expected(machine: Machine) -> tuple[tuple[str, ...], bool]:
     CPU-only machine; a paste cut before its GPU lines still shows these.
     """
     proven = []
-    if machine.gpus:
-        proven.append(f"{len(machine.gpus)} NVIDIA GPU(s) listed ({machine.gpus[0].name})")
+    listed = nvidia_gpus(machine)
+    if listed:
+        proven.append(f"{len(listed)} NVIDIA GPU(s) listed ({listed[0].name})")
     driver = machine.driver
     if driver is not None and driver.nvidia_pci_devices:
         proven.append(f"{driver.nvidia_pci_devices} NVIDIA device(s) on the PCI bus")
@@ -192,3 +202,13 @@ def multi_node_configured(machine: Machine) -> str | None:
     if world and world.isdigit() and count and int(world) > count:
         return f"WORLD_SIZE={world} > {count} local GPUs"
     return None
+
+
+def smi_command(gpus: tuple[Gpu, ...] | list[Gpu]) -> str:
+    """The vendor tool that shows these GPUs: nvidia-smi, rocm-smi or hl-smi."""
+    vendors = {g.vendor for g in gpus}
+    if vendors == {"amd"}:
+        return "rocm-smi"
+    if vendors == {"intel-gaudi"}:
+        return "hl-smi"
+    return "nvidia-smi"

@@ -98,6 +98,7 @@ def idle_memory(c: Check, gpus: tuple[Gpu, ...], m: Machine, o: DoctorOptions) -
                     f"{p.name or '?'} (pid {p.pid})" for p in g.processes or () if p.kind != "G"
                 )
             ),
-            fix="If these are leftovers: kill the pids listed (check `nvidia-smi` first).",
+            fix="If these are leftovers: kill the pids listed (check "
+            f"`{facts.smi_command(held)}` first).",
         )
     return c.ok("no idle GPU holds significant memory")

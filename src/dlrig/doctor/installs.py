@@ -13,6 +13,7 @@ import datetime as dt
 from dlrig.doctor import facts
 from dlrig.knowledge import architectures as arch_knowledge
 from dlrig.knowledge import drivers as driver_knowledge
+from dlrig.knowledge import rocm as rocm_knowledge
 from dlrig.knowledge.driver_choice import (
     DriverLimit,
     branch_floor,
@@ -174,3 +175,18 @@ def beyond_last_branch(m: Machine, minimum: Version | None) -> bool:
     """The GPUs cannot take a driver of at least `minimum` (their architecture's support ended)."""
     windows = facts.driver_on_windows(m)
     return driver_limit_for(minimum, request_for(m), windows) is not None
+
+
+def rocm_torch_fix(rocm_version: str | None) -> str:
+    """The torch ROCm wheel to install: the newest release built for the installed ROCm's
+    major version when it is known, else the newest ROCm build (pytorch_rocm_builds.csv)."""
+    rows = [b for b in rocm_knowledge.builds() if b.rocm_variant]
+    wanted = Version.parse(rocm_version) if rocm_version else None
+    if wanted is not None:
+        same = [b for b in rows if (v := Version.parse(b.rocm_version)) and v.major == wanted.major]
+        rows = same or rows
+    build = rows[-1]
+    return (
+        f"pip install --force-reinstall 'torch=={build.torch_version}.*' "
+        f"--index-url https://download.pytorch.org/whl/{build.rocm_variant}"
+    )

@@ -10,7 +10,18 @@ from dataclasses import dataclass, field
 from dlrig.machine.model import Machine
 from dlrig.report import CheckResult, Status
 
-AREAS = ("driver", "gpu", "frameworks", "cuda", "nccl", "host", "storage", "network", "containers")
+AREAS = (
+    "driver",
+    "gpu",
+    "rocm",
+    "frameworks",
+    "cuda",
+    "nccl",
+    "host",
+    "storage",
+    "network",
+    "containers",
+)
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,13 @@ def machine_facts(m: Machine) -> list[tuple[str, str]]:
         torch = m.frameworks.torch
         if torch:
             build = torch_cuda(m)
-            rows.append(("torch", f"{torch.version} ({'CUDA ' + build if build else 'CPU-only'})"))
+            if build:
+                flavour = "CUDA " + build
+            elif torch.build == "rocm":
+                flavour = "ROCm " + (torch.hip_version or "?")
+            else:
+                flavour = "CPU-only"
+            rows.append(("torch", f"{torch.version} ({flavour})"))
         else:
             rows.append(("torch", "not installed"))
         if m.frameworks.python_executable:
@@ -77,6 +83,17 @@ def machine_facts(m: Machine) -> list[tuple[str, str]]:
             )
     if m.cuda_toolkit and m.cuda_toolkit.nvcc_version:
         rows.append(("nvcc", m.cuda_toolkit.nvcc_version))
+    if m.rocm is not None:
+        parts = [f"ROCm {m.rocm.version}"] if m.rocm.version else []
+        if m.rocm.amdgpu_driver_version:
+            parts.append(f"amdgpu driver {m.rocm.amdgpu_driver_version}")
+        text = ", ".join(parts)
+        if text:
+            rows.append(("rocm", text))
+    if m.gaudi is not None and (m.gaudi.driver_version or m.gaudi.tool):
+        rows.append(
+            ("gaudi", f"driver {m.gaudi.driver_version or '?'}, hl-smi {m.gaudi.tool or '?'}")
+        )
     return rows
 
 

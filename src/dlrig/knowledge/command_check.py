@@ -14,6 +14,7 @@ import shlex
 
 from dlrig.knowledge import cuda as cuda_knowledge
 from dlrig.knowledge import pytorch as torch_knowledge
+from dlrig.knowledge import rocm
 from dlrig.knowledge.install_commands import install_style, normalise_platform
 from dlrig.knowledge.versions import Version, minor_of
 
@@ -31,6 +32,8 @@ def _variant_of(path: str) -> str | None:
     parts = [p for p in path.split("/") if p and p != "torch_stable.html"]
     for part in reversed(parts):
         if part == "cpu" or (part.startswith("cu") and part[2:].isdigit()):
+            return part
+        if part.startswith("rocm") and Version.parse(part[4:]) is not None:
             return part
     return None
 
@@ -96,6 +99,11 @@ def _check_one(
         if platform.startswith("macos"):
             return problems
         return [*problems, f"{label!r}: no download.pytorch.org index names the CUDA variant"]
+    if variant.startswith("rocm"):
+        # ROCm wheels: the variant must be one the release shipped; no CUDA driver floor.
+        if not any(b.torch_version == minor and b.rocm_variant == variant for b in rocm.builds()):
+            problems.append(f"{label!r}: torch {minor} never shipped a {variant} wheel")
+        return problems
     for name, tag in local.items():
         if tag != variant:
             problems.append(f"{label!r}: {name} is pinned to +{tag} but the index is {variant}")

@@ -11,6 +11,11 @@ from dlrig.machine.model import CpuInfo, Limits, MemoryInfo, OsInfo, SharedMemor
 from dlrig.machine.runner import ProbeContext
 
 _ENV_PREFIXES = (
+    # AMD: HSA_OVERRIDE_GFX_VERSION, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ROCM_PATH.
+    "HSA_",
+    "HIP_",
+    "ROCR_",
+    "ROCM_",
     "CUDA_",
     "NCCL_",
     "PYTORCH_",

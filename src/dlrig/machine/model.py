@@ -193,6 +193,10 @@ class GpuProcess:
 class Gpu:
     index: int
     name: str
+    # Who made it: "nvidia", "amd" or "intel-gaudi". None is NVIDIA: the NVIDIA readers and
+    # snapshots written before other vendors were read leave it unset.
+    vendor: str | None = None
+    gfx_target: str | None = None  # AMD: the ISA the ROCm wheel must contain, "gfx90a"
     uuid: str | None = None
     pci_bus_id: str | None = None  # "00000000:83:00.0"
     catalogue_id: str | None = None  # resolved from the GPU catalogue where known
@@ -244,6 +248,10 @@ class Gpu:
     dram_activity_percent: float | None = None
 
     @property
+    def is_nvidia(self) -> bool:
+        return self.vendor in (None, "nvidia")
+
+    @property
     def busiest_engine_percent(self) -> float | None:
         """The busiest engine: the SMs, or the video encoder/decoder (an NVENC/NVDEC job leaves
         the SMs idle); None when no engine was read."""
@@ -254,6 +262,29 @@ class Gpu:
         )
         read = [value for value in engines if value is not None]
         return max(read) if read else None
+
+
+@dataclass(frozen=True)
+class Rocm:
+    """AMD's software stack: what rocm-smi/amd-smi report and what the ROCm user space holds."""
+
+    version: str | None = None  # the ROCm release, "6.1.2" (rocm-smi's "ROCm version" or /opt/rocm)
+    amdgpu_driver_version: str | None = (
+        None  # the kernel driver, "6.3.6" (rocm-smi "Driver version")
+    )
+    tool: str | None = None  # the tool that reported it: "rocm-smi 1.4.1", "amd-smi 24.6.2"
+    kfd_present: bool | None = None  # /dev/kfd exists (the amdgpu driver's compute interface)
+    kfd_accessible: bool | None = None  # this user can open /dev/kfd read-write
+    render_accessible: bool | None = None  # ... and the /dev/dri/renderD* nodes
+    user_groups: tuple[str, ...] | None = None  # the groups this user is in (render, video)
+
+
+@dataclass(frozen=True)
+class Gaudi:
+    """Intel Gaudi's software stack as hl-smi reports it."""
+
+    driver_version: str | None = None  # the habanalabs kernel driver, "1.17.0-ac9e6e3"
+    tool: str | None = None  # "hl-smi v1.17.0-ac9e6e3"
 
 
 @dataclass(frozen=True)
@@ -371,6 +402,8 @@ class Machine:
     containers: Containers | None = None
     driver: Driver | None = None
     gpus: tuple[Gpu, ...] | None = None
+    rocm: Rocm | None = None  # AMD machines: the ROCm stack and device access
+    gaudi: Gaudi | None = None  # Intel Gaudi machines
     topology: Topology | None = None
     cuda_toolkit: CudaToolkit | None = None
     cudnn_system_libraries: tuple[LibraryFile, ...] | None = None

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dlrig.machine import containers, cuda, frameworks, host, network, nvidia, storage
+from dlrig.machine import amd, containers, cuda, frameworks, host, network, nvidia, storage
 from dlrig.machine.model import KernelLog, Machine, Origin, ProbeIssue
 from dlrig.machine.readers.kernel_log import xid_events
 from dlrig.machine.runner import ProbeContext
@@ -94,6 +94,7 @@ def collect(
         "firewall": lambda: network.firewall(ctx),
         "containers": lambda: containers.containers(ctx),
         "nvidia": lambda: nvidia.probe(ctx),
+        "amd": lambda: amd.probe(ctx),
         "cuda_toolkit": lambda: cuda.toolkit(ctx),
         "cudnn_system_libraries": lambda: cuda.system_libraries(ctx, "libcudnn"),
         "nccl": lambda: cuda.nccl(ctx),
@@ -119,6 +120,14 @@ def collect(
     if "nvidia" in results:
         driver, gpus, topology, nvidia_issues = results.pop("nvidia")
         issues.extend(nvidia_issues)
+    rocm = None
+    if "amd" in results:
+        amd_gpus, amd_topology, rocm, amd_issues = results.pop("amd")
+        issues.extend(amd_issues)
+        # A machine with both vendors keeps NVML's indices for its NVIDIA GPUs; the AMD ones
+        # are then only in the ROCm section's tool output, which is rare enough to leave.
+        if amd_gpus and not gpus:
+            gpus, topology = amd_gpus, topology or amd_topology
     firewall = None
     if "firewall" in results:
         firewall, reason = results.pop("firewall")
@@ -140,6 +149,7 @@ def collect(
         driver=driver,
         gpus=gpus,
         topology=topology,
+        rocm=rocm,
         kernel_log=kernel_log,
         env=host.relevant_env(dict(ctx.env)),
         probe_issues=tuple(sorted(issues, key=lambda i: i.source)),

@@ -33,6 +33,7 @@ def _prometheus() -> Any:
 @dataclass(frozen=True)
 class ExporterOptions:
     dcgm_names: bool = False
+    amd_names: bool = False  # AMD device-metrics-exporter's names (gpu_gfx_activity, ...)
     hostname: str | None = None
 
 
@@ -104,7 +105,12 @@ def render(sample: Sample | None, info: SourceInfo, options: ExporterOptions, st
     families = _Families()
     hostname = options.hostname or info.hostname or socket.gethostname()
     if sample is not None:
-        write_gpus = _dcgm_gpu_metrics if options.dcgm_names else _gpu_metrics
+        if options.amd_names:
+            write_gpus = _amd_gpu_metrics
+        elif options.dcgm_names:
+            write_gpus = _dcgm_gpu_metrics
+        else:
+            write_gpus = _gpu_metrics
         write_gpus(families, sample, info, hostname)
         _host_metrics(families, sample)
         _xid_metrics(families, sample)
@@ -145,7 +151,7 @@ def _info_metric(f: _Families, index: int, g: Gpu, info: SourceInfo, hostname: s
 
 def _table(f: _Families, subject: str, naming: str, of: Any, labels: dict[str, str]) -> None:
     for metric in metric_table.of(subject):
-        series = metric.dlrig if naming == "dlrig" else metric.dcgm
+        series = metric.series(naming)
         if series is not None:
             value = reading_value(of, metric.reading)
             f.series(series, labels, None if value is None else value * series.scale)
@@ -205,6 +211,23 @@ def _processes(f: _Families, g: Gpu, labels: dict[str, str]) -> None:
             },
             proc.used_memory_bytes,
         )
+
+
+def _amd_gpu_metrics(f: _Families, sample: Sample, info: SourceInfo, hostname: str) -> None:
+    """AMD device-metrics-exporter's names and labels (gpu_id, serial_number, card_model,
+    hostname), so its Grafana dashboards and alerts read dlrig's series."""
+    for reading in sample.gpus:
+        _up(f, reading, "uuid")
+        g = reading.gpu
+        if g is None or not reading.up:
+            continue
+        labels = {
+            "gpu_id": str(reading.index),
+            "serial_number": g.serial or "",
+            "card_model": g.name,
+            "hostname": hostname,
+        }
+        _table(f, "gpu", "amd", g, labels)
 
 
 def _dcgm_labels(g: Gpu, hostname: str, driver: str | None) -> dict[str, str]:

@@ -43,6 +43,12 @@ class Metric:
     dcgm: Series | None
     source: str
     as_of: str
+    # AMD's device-metrics-exporter name of the reading (`serve --amd-names`), where it has one.
+    amd: Series | None = None
+
+    def series(self, naming: str) -> Series | None:
+        """The series of one naming: dlrig, dcgm or amd."""
+        return {"dlrig": self.dlrig, "dcgm": self.dcgm, "amd": self.amd}[naming]
 
 
 def _scale(text: str, where: str) -> float:
@@ -65,7 +71,7 @@ def _labels(text: str, where: str) -> tuple[tuple[str, str], ...]:
 
 
 def _series(row: dict[str, str], naming: str, help_key: str, where: str) -> Series | None:
-    name = row[f"{naming}_name"].strip()
+    name = (row.get(f"{naming}_name") or "").strip()
     if not name:
         return None
     kind = row[f"{naming}_type"].strip()
@@ -102,10 +108,13 @@ def parse(text: str) -> tuple[Metric, ...]:
             dcgm=_series(row, "dcgm", "dcgm_help", where),
             source=row["source"].strip(),
             as_of=row["as_of"].strip(),
+            amd=_series(row, "amd", "amd_help", where),
         )
+        if metric.amd is not None and not (row.get("amd_source") or "").strip():
+            raise ValueError(f"{where}: {metric.amd.name} needs its amd_source")
         if metric.dlrig is None and metric.dcgm is None:
             raise ValueError(f"{where}: {metric.reading} has neither a dlrig nor a DCGM name")
-        for series in (metric.dlrig, metric.dcgm):
+        for series in (metric.dlrig, metric.dcgm, metric.amd):
             # A family shares one type and one help line, whichever rows write it.
             if series is not None:
                 seen = families.setdefault(series.name, (series.kind, series.help))

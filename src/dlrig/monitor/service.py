@@ -52,6 +52,7 @@ class ExporterService(_Service):
         interval_seconds: float = 1.0,
         host: bool = True,
         dcgm_names: bool = False,
+        amd_names: bool = False,
         db: str | Path | None = None,
         gpu_indices: Sequence[int] | None = None,
     ) -> None:
@@ -70,7 +71,9 @@ class ExporterService(_Service):
             if writer is not None:
                 undo.callback(writer.close)
             undo.callback(sampler.stop)  # stopped first: no sample reaches a closed writer
-            page = MetricsPage(source.info, ExporterOptions(dcgm_names=dcgm_names), sampler)
+            page = MetricsPage(
+                source.info, ExporterOptions(dcgm_names=dcgm_names, amd_names=amd_names), sampler
+            )
             server = MetricsServer(page, listen, port)
             undo.callback(server.stop)
             sampler.add_listener(page.update)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlrig.errors import DlrigError, InputError
+from dlrig.provision import env_frameworks
 from dlrig.provision.model import Bundle, Decision, Facts, GeneratedFile
 from dlrig.provision.render import header, render
 from dlrig.provision.stack import TorchChoice, torch_choice, wheel_variant_for_cuda
@@ -34,6 +35,8 @@ class EnvOptions:
     name: str = "train"
     lock: bool = False  # run uv pip compile now (needs the package index)
     cuda_variant: str | None = None  # "cu118" | "cpu": a hard requirement for the resolver
+    framework: str = "torch"  # torch | tensorflow | jax
+    framework_version: str | None = None  # a TensorFlow / JAX release to insist on
     timeout_s: float = 180.0
 
 
@@ -128,6 +131,7 @@ def compile_lock(
     python: str,
     timeout_s: float = 180.0,
     constraints: tuple[str, ...] = (),
+    platform: str = "linux",
 ) -> str:
     """requirements.in text -> a hashed lock, by `uv pip compile` against the package index.
 
@@ -152,7 +156,7 @@ def compile_lock(
             "--python-version",
             python,
             "--python-platform",
-            "linux",
+            platform,
             "--quiet",
             "--no-progress",
             "--no-header",
@@ -288,10 +292,89 @@ def generate(facts: Facts, options: EnvOptions | None = None, **kwargs: object) 
             f"--name {options.name}: not an environment name",
             fix="use letters, digits, '-', '_' or '.'",
         )
+    if options.framework != "torch":
+        return _framework_bundle(facts, options)
     choice = torch_choice(facts, cuda_variant=wheel_variant_for_cuda(facts, options.cuda_variant))
     files, decisions = files_for(facts, options, choice)
     warnings = []
     if not options.lock:
+        warnings.append(
+            "not locked: run ./lock.sh (or pass --lock) to pin requirements.in with hashes"
+        )
+    return Bundle.of("env", facts, files, decisions, warnings)
+
+
+# TensorFlow 2.21 and JAX plugins from 0.7.1 publish manylinux_2_27 wheels only: lock for a
+# glibc 2.28 Linux (RHEL 8, Debian 10, Ubuntu 20.04 and newer).
+_FRAMEWORK_PLATFORM = "x86_64-manylinux_2_28"
+
+
+def _framework_bundle(facts: Facts, options: EnvOptions) -> Bundle:
+    """requirements.in, environment.yml and lock.sh of a TensorFlow or JAX environment."""
+    if options.framework not in env_frameworks.FRAMEWORKS:
+        raise InputError(
+            f"--framework {options.framework}: not a framework dlrig provisions",
+            fix="give one of: " + ", ".join(env_frameworks.FRAMEWORKS),
+        )
+    if options.cuda_variant:
+        raise InputError(
+            f"--cuda-variant {options.cuda_variant} is a PyTorch wheel variant",
+            fix=f"leave it out: {options.framework}'s GPU extra names its own CUDA wheels",
+        )
+    choice = env_frameworks.choose(facts, options.framework, options.framework_version)
+    head = header(facts, "env")
+    packages = tuple(p.strip() for p in options.packages)
+    files = [
+        GeneratedFile(
+            "requirements.in",
+            render(
+                "env/framework-requirements.in.j2", header=head, choice=choice, packages=packages
+            ),
+            "requirements",
+            f"{choice.framework} and the other packages, unlocked",
+        ),
+        GeneratedFile(
+            "environment.yml",
+            render(
+                "env/framework-environment.yml.j2",
+                header=head,
+                name=options.name,
+                choice=choice,
+                packages=packages,
+            ),
+            "yaml",
+            "conda environment",
+        ),
+        GeneratedFile(
+            "lock.sh",
+            render("env/framework-lock.sh.j2", header=head, choice=choice),
+            "shell",
+            "re-lock requirements.in with uv",
+            executable=True,
+        ),
+    ]
+    decisions = list(choice.decisions)
+    warnings = []
+    if options.lock:
+        body = "\n".join((choice.requirement, *packages)) + "\n"
+        locked = compile_lock(body, choice.python, options.timeout_s, platform=_FRAMEWORK_PLATFORM)
+        files.append(
+            GeneratedFile(
+                "requirements.lock",
+                head + "\n# Locked by uv pip compile --generate-hashes from requirements.in "
+                f"(Python {choice.python}, {_FRAMEWORK_PLATFORM}).\n" + locked,
+                "requirements",
+                "hashed lock of requirements.in",
+            )
+        )
+        decisions.append(
+            Decision(
+                "lock",
+                f"{locked.count('==')} pinned package(s) with hashes",
+                f"uv pip compile for Python {choice.python}, {_FRAMEWORK_PLATFORM}",
+            )
+        )
+    else:
         warnings.append(
             "not locked: run ./lock.sh (or pass --lock) to pin requirements.in with hashes"
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from dlrig.diagnose import install
-from dlrig.knowledge import extensions
+from dlrig.knowledge import extensions, rocm
 from dlrig.machine.model import Machine
 
 
@@ -34,6 +34,34 @@ def driver_too_old(
     return out
 
 
+def _rocm_arch_advice(machine: Machine | None) -> str:
+    """A ROCm build without code for this GPU's gfx target: what to install instead."""
+    targets = (
+        [
+            t
+            for g in (machine.gpus or ())
+            if machine is not None
+            for t in [rocm.base_target(g.gfx_target) or rocm.target_for_product(g.name)]
+            if t
+        ]
+        if machine is not None
+        else []
+    )
+    overrides = [
+        f"{t}: HSA_OVERRIDE_GFX_VERSION={info.override}"
+        for t in dict.fromkeys(targets)
+        if (info := rocm.target_info(t)) is not None and info.override
+    ]
+    return (
+        "The ROCm build has no code for this GPU's gfx target (rocminfo | grep gfx). Use a "
+        "build that carries it: an official torch ROCm wheel where the GPU is supported, or "
+        "torch built from source with PYTORCH_ROCM_ARCH=<gfx target>. For consumer Radeon "
+        "cards ROCm does not support, users report `export HSA_OVERRIDE_GFX_VERSION=10.3.0` "
+        "(RDNA2, gfx103x) or 11.0.0 (RDNA3) working; AMD does not support it"
+        + (f" ({'; '.join(overrides)})." if overrides else ".")
+    )
+
+
 def no_kernel_image(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
@@ -50,6 +78,9 @@ def no_kernel_image(
             machine.gpus[0].compute_capability
             or gpu_knowledge.compute_capability(machine.gpus[0].name)[0]
         )
+    if groups.get("hip"):
+        out["arch_advice"] = _rocm_arch_advice(machine)
+        return out
     out["gpu_name"] = groups.get("gpu_name", "this GPU").strip()
     out["sm"] = sm or (f"sm_{capability.replace('.', '')}" if capability else "its architecture")
     out["arch_list"] = groups.get("arch_list", "other architectures").strip()

@@ -20,12 +20,14 @@ from dlrig.errors import InputError
 from dlrig.machine.model import Machine
 from dlrig.machine.readers import (
     collect_env,
+    hl_smi,
     kernel_log,
     nvsmi_capture,
     nvsmi_csv,
     nvsmi_table,
     nvsmi_text,
     nvsmi_xml,
+    rocm_smi,
     snapshot,
 )
 from dlrig.machine.readers.merge import check_same_machine, merge
@@ -41,10 +43,12 @@ FORMATS = (
     "an nvidia-smi capture (dlrig monitor record)",
     "python -m torch.utils.collect_env output",
     "a kernel log (dmesg, dmesg -T, journalctl -k)",
+    "rocm-smi --json (AMD)",
+    "the hl-smi table or hl-smi -Q CSV (Intel Gaudi)",
 )
 TELEMETRY_FORMATS = (
     "nvidia-smi -q -x XML, -q text, --query-gpu CSV, the plain nvidia-smi table, a capture, "
-    "a dlrig snapshot taken on the machine, or a kernel log for Xid events"
+    "rocm-smi --json, hl-smi (table or -Q CSV), a dlrig snapshot taken on the machine, or a kernel log for Xid events"
 )
 
 
@@ -58,12 +62,16 @@ class Format:
 
 # Tried in this order; the first whose shape the text has is the format.
 _DETECTION_ORDER = (
+    # Before the snapshot, which takes any JSON object: rocm-smi's opens with a "cardN" object.
+    Format("rocm-smi JSON", rocm_smi.looks_like, rocm_smi.read, True),
     Format("snapshot", snapshot.looks_like, snapshot.read, True),
     Format("nvidia-smi XML", nvsmi_xml.looks_like, nvsmi_xml.read, True),
     Format("nvidia-smi capture", nvsmi_capture.looks_like, nvsmi_capture.read, True),
     Format("nvidia-smi -q text", nvsmi_text.looks_like, nvsmi_text.read, True),
     # GPU names from torch, no readings: never GPU telemetry.
     Format("collect_env output", collect_env.looks_like, collect_env.read, False),
+    Format("hl-smi table", hl_smi.looks_like_table, hl_smi.read_table, True),
+    Format("hl-smi CSV", hl_smi.looks_like_csv, hl_smi.read_csv, True),
     Format("nvidia-smi table", nvsmi_table.looks_like, nvsmi_table.read, True),
     Format("nvidia-smi CSV", nvsmi_csv.looks_like, nvsmi_csv.read, True),
     Format("kernel log", kernel_log.looks_like, kernel_log.read, True),

@@ -175,6 +175,25 @@ def _bool(fields: dict[str, str], key: str) -> bool | None:
     return None
 
 
+# ROCm builds print the ISA after the name: "AMD Instinct MI210 (gfx90a:sramecc+:xnack-)".
+_AMD_GPU = re.compile(r"\b(AMD|Radeon|Instinct)\b|\(gfx[0-9a-f]+")
+_GFX_SUFFIX = re.compile(r"\s*\((gfx[0-9a-f]+)[^)]*\)\s*$")
+
+
+def _gpu(index: int, name: str) -> Gpu:
+    suffix = _GFX_SUFFIX.search(name)
+    if suffix or _AMD_GPU.search(name):
+        bare = name[: suffix.start()].strip() if suffix else name
+        return Gpu(
+            index=index,
+            name=bare,
+            vendor="amd",
+            gfx_target=suffix.group(1) if suffix else None,
+            catalogue_id=catalogue_id_for(bare),
+        )
+    return Gpu(index=index, name=name, catalogue_id=catalogue_id_for(name))
+
+
 def _gpus(
     fields: dict[str, str], blocks: dict[str, list[str]], text: str
 ) -> tuple[Gpu, ...] | None:
@@ -187,17 +206,14 @@ def _gpus(
     for line in lines:
         match = re.match(r"^GPU (\d+):\s*(.+?)(?:\s*\(UUID:.*\))?$", line.strip())
         if match:
-            name = match.group(2).strip()
-            gpus.append(
-                Gpu(index=int(match.group(1)), name=name, catalogue_id=catalogue_id_for(name))
-            )
+            gpus.append(_gpu(int(match.group(1)), match.group(2).strip()))
         elif not gpus and line.strip() and not line.strip().startswith("GPU"):
             # Single-GPU outputs of some releases print just the name.
             name = line.strip()
             if re.search(
                 r"\b(NVIDIA|GeForce|Tesla|Quadro|RTX|GTX|A\d{2,3}|H\d{3}|L\d{1,2})\b", name
-            ):
-                gpus.append(Gpu(index=0, name=name, catalogue_id=catalogue_id_for(name)))
+            ) or _AMD_GPU.search(name):
+                gpus.append(_gpu(0, name))
     if not gpus:
         return None
     # A paste cut mid-line leaves its last GPU as a prefix ("GPU 7: NVID") of a listed name.
@@ -205,7 +221,7 @@ def _gpus(
     for i, gpu in enumerate(gpus):
         longer = sorted(n for n in names if n != gpu.name and n.startswith(gpu.name))
         if longer:
-            gpus[i] = Gpu(index=gpu.index, name=longer[0], catalogue_id=catalogue_id_for(longer[0]))
+            gpus[i] = _gpu(gpu.index, longer[0])
     arch = _ARCH_WARNING.search(text)
     if arch:
         sm = arch.group("sm")

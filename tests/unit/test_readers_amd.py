@@ -1,0 +1,130 @@
+"""AMD recordings: `rocm-smi --json` from ROCm 4.3 to 6.1 (tests/fixtures/amd, SOURCES.md).
+
+Expected values are the recordings' own text, quoted; each file is read through the same
+entry points a user has (`doctor --from`, `monitor --replay`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dlrig.errors import InputError
+from dlrig.machine import readers
+from tests.conftest import AMD
+
+CAPTURES = sorted(AMD.glob("*.json"))
+GIB = 2**30
+
+
+def _number(raw: str) -> float | None:
+    """A quoted reading, None where rocm-smi printed none ("N/A (Secondary die)")."""
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def test_every_capture_is_read_with_the_fields_a_user_reads() -> None:
+    assert len(CAPTURES) >= 8
+    for path in CAPTURES:
+        document = json.loads(path.read_text())
+        cards = [key for key in document if key.startswith("card")]
+        machine = readers.load(path)
+        assert machine.gpus is not None and len(machine.gpus) == len(cards), path.name
+        for gpu, key in zip(machine.gpus, cards, strict=True):
+            raw = document[key]
+            assert gpu.vendor == "amd"
+            assert gpu.memory_total_bytes == int(raw["VRAM Total Memory (B)"]), path.name
+            assert gpu.memory_used_bytes == int(raw["VRAM Total Used Memory (B)"]), path.name
+            assert gpu.temperature_c == _number(raw["Temperature (Sensor edge) (C)"]), path.name
+            assert gpu.power_draw_watts == _number(raw["Average Graphics Package Power (W)"])
+            assert gpu.power_limit_watts == _number(raw["Max Graphics Package Power (W)"])
+            assert gpu.utilization_gpu_percent == _number(raw["GPU use (%)"]), path.name
+            assert gpu.pci_bus_id == raw["PCI Bus"]
+        assert machine.rocm is not None
+        assert machine.rocm.amdgpu_driver_version == document["system"]["Driver version"]
+
+
+def test_mi100_on_rocm_602_reads_as_quoted() -> None:
+    machine = readers.load(AMD / "mi100_rocm602.json")
+    assert machine.gpus is not None
+    first = machine.gpus[0]
+    # "Card series": "Arcturus GL-XL [Instinct MI100]"
+    assert first.name == "AMD Instinct MI100"
+    # "pcie clock level": "0 (16.0GT/s x16)"
+    assert (first.pcie.gen_current, first.pcie.width_current) == (4, 16)
+    # "sclk clock speed:": "(300Mhz)", "mclk clock speed:": "(1200Mhz)"
+    assert (first.sm_clock_mhz, first.memory_clock_mhz) == (300, 1200)
+    assert first.uuid == "0x79ccd55167a2124a"
+    assert first.serial is None  # "Serial Number": "N/A"
+    assert machine.rocm is not None and machine.rocm.amdgpu_driver_version == "6.3.6"
+    # "(Topology) Link type between DRM devices 0 and 1": "PCIE"
+    assert machine.topology is not None
+    assert machine.topology.matrix[0][:2] == ("X", "PCIE")
+
+
+def test_rocm_61_names_the_gfx_target_and_memory_activity() -> None:
+    machine = readers.load(AMD / "rx6700xt_rocm612.json")
+    assert machine.gpus is not None
+    [gpu] = machine.gpus
+    assert gpu.gfx_target == "gfx1031"  # "GFX Version": "gfx1031"
+    assert gpu.name == "AMD Radeon RX 6700/6700 XT / 6800M"
+    # 6.1 splits the old "GPU memory use (%)": the busy percent is the read/write activity.
+    raw = json.loads((AMD / "rx6700xt_rocm612.json").read_text())["card0"]
+    assert gpu.utilization_memory_percent == float(raw["GPU Memory Read/Write Activity (%)"])
+
+
+def test_rocm_43_prints_only_ids_and_the_name_says_so() -> None:
+    [gpu] = readers.load(AMD / "rx6700xt_rocm430.json").gpus or ()
+    # "Card series": "0x1002" (a vendor id, not a name); "GPU ID": "0x73df"
+    assert gpu.name == "AMD GPU 0x73df"
+
+
+def test_a_truncated_capture_is_refused_in_one_line(tmp_path) -> None:
+    text = (AMD / "mi100_rocm602.json").read_text()
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: len(text) // 2])
+    with pytest.raises(InputError) as caught:
+        readers.load(cut)
+    assert "unreadable rocm-smi JSON" in str(caught.value)
+    assert str(cut) in str(caught.value)
+
+
+def test_doctor_from_a_capture_speaks_of_amd_not_nvidia() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dlrig", "doctor", "--from", str(AMD / "mi100_rocm571.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    assert "AMD Instinct MI100" in done.stdout
+    assert "NVIDIA GPU" not in done.stdout
+
+
+def test_monitor_replays_a_capture_as_recorded() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlrig",
+            "monitor",
+            "--replay",
+            str(AMD / "mi100_rocm602.json"),
+            "--once",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    text = json.dumps(document)
+    # The first card: 53.0 °C edge, 36.0 W, 34342961152 B of VRAM.
+    assert "53.0" in text and "36.0" in text
+    assert str(34342961152) in text or f"{34342961152 / GIB:.1f}" in text
