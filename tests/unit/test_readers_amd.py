@@ -16,7 +16,8 @@ from dlrig.errors import InputError
 from dlrig.machine import readers
 from tests.conftest import AMD
 
-CAPTURES = sorted(AMD.glob("*.json"))
+# rocm-smi --json recordings (the amd-smi example is read by its own test)
+CAPTURES = sorted(p for p in AMD.glob("*.json") if not p.name.startswith("amd-smi"))
 GIB = 2**30
 
 
@@ -128,3 +129,37 @@ def test_monitor_replays_a_capture_as_recorded() -> None:
     # The first card: 53.0 °C edge, 36.0 W, 34342961152 B of VRAM.
     assert "53.0" in text and "36.0" in text
     assert str(34342961152) in text or f"{34342961152 / GIB:.1f}" in text
+
+
+def test_amd_smi_metric_json_reads_as_quoted() -> None:
+    # ROCm/amdsmi CHANGELOG, 6.1.0: "socket_power": {"value": 10, "unit": "W"} of "gpu": 0
+    machine = readers.load(AMD / "amd-smi-metric-p-rocm6.1.0-changelog.json")
+    [gpu] = machine.gpus or ()
+    assert (gpu.index, gpu.vendor, gpu.power_draw_watts) == (0, "amd", 10.0)
+    assert gpu.utilization_gpu_percent is None  # -p asks for power only
+
+
+def test_another_vendors_capture_is_refused_where_it_cannot_apply() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlrig",
+            "monitor",
+            "serve",
+            "--replay",
+            str(AMD / "mi100_rocm602.json"),
+            "--dcgm-names",
+            "--port",
+            "0",
+            "--duration",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = [x for x in done.stderr.splitlines() if x.strip()][:1]
+    assert "dcgm-exporter" in line and "AMD" in line

@@ -52,7 +52,9 @@ def host_command(ctx: click.Context, /, no_container_toolkit: bool, **params: An
 @click.option("--name", default="train", show_default=True, help="conda environment name.")
 @lock_option
 @click.option(
-    "--cuda-variant", metavar="cuXYZ|cpu", help="Insist on this wheel variant (cu118, cpu)."
+    "--cuda-variant",
+    metavar="cuXYZ|rocmX.Y|cpu",
+    help="Insist on this wheel variant (cu118, rocm6.2, cpu).",
 )
 @click.option(
     "--framework",

@@ -92,6 +92,26 @@ def build_for(torch_version: str, rocm_variant: str | None) -> RocmBuild | None:
     return rows[0] if len(rows) == 1 else None
 
 
+def choose_build(variant: str, torch_version: str | None) -> RocmBuild:
+    """The ROCm wheel build for a variant ("rocm6.2") and, when given, a torch release; raises
+    LookupError naming what exists (an unknown ROCm version, or a release that never shipped it)."""
+    rows = [b for b in builds() if b.rocm_variant == variant]
+    if not rows:
+        shipped = ", ".join(dict.fromkeys(b.rocm_variant for b in builds() if b.rocm_variant))
+        raise LookupError(f"no PyTorch release shipped a {variant} wheel (ROCm wheels: {shipped})")
+    if torch_version is not None:
+        minor = _minor(torch_version)
+        same = [b for b in rows if b.torch_version == minor]
+        if not same:
+            other = ", ".join(b.rocm_variant for b in builds() if b.torch_version == minor)
+            raise LookupError(
+                f"torch {minor} never shipped a {variant} wheel"
+                + (f" (it shipped {other})" if other else " (no ROCm wheel of it is known)")
+            )
+        return same[-1]
+    return rows[-1]
+
+
 def official_targets() -> frozenset[str]:
     """Every gfx target any official PyTorch ROCm wheel may carry: the sourced lists and the
     newest build script's. A target outside it is in no wheel of download.pytorch.org."""

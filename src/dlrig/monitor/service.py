@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from dlrig.errors import InputError
 from dlrig.machine.gpu_source_base import GpuSource
 from dlrig.monitor.exporter import ExporterOptions, MetricsPage, MetricsServer
 from dlrig.monitor.history import BackgroundWriter, HistoryWriter, Retention
@@ -59,6 +60,8 @@ class ExporterService(_Service):
         self.source = source
         with contextlib.ExitStack() as undo:
             undo.callback(source.close)
+            if dcgm_names or amd_names:
+                _check_naming(source, "amd" if amd_names else "dcgm")
             # The history first: a --db that cannot be opened fails before a port is taken.
             writer = None
             if db is not None:
@@ -173,3 +176,33 @@ class HistoryRecorder(_Service):
             error=str(failed[0]) if failed else None,
         )
         return self._summary
+
+
+_VENDOR_WORDS = {"nvidia": "NVIDIA", "amd": "AMD", "intel-gaudi": "Intel Gaudi"}
+
+
+def _check_naming(source: GpuSource, naming: str) -> None:
+    """dcgm-exporter's names describe NVIDIA GPUs and AMD's exporter's AMD ones: serving another
+    vendor's GPUs under them would feed dashboards series that mean something else."""
+    vendors = set()
+    for index in range(source.info.gpu_count):
+        try:
+            vendors.add(source.read_gpu(index).vendor or "nvidia")
+        except Exception:  # noqa: BLE001 - a GPU that cannot be read says nothing of its vendor
+            continue
+    wanted = "nvidia" if naming == "dcgm" else "amd"
+    others = sorted(_VENDOR_WORDS.get(v, v) for v in vendors - {wanted})
+    if others:
+        flag, tool = (
+            ("--dcgm-names", "dcgm-exporter")
+            if naming == "dcgm"
+            else (
+                "--amd-names",
+                "AMD device-metrics-exporter",
+            )
+        )
+        raise InputError(
+            f"{flag}: {tool}'s names are for {_VENDOR_WORDS[wanted]} GPUs; this source has "
+            f"{' and '.join(others)} GPUs",
+            fix=f"leave {flag} out to serve dlrig's names, which cover every vendor",
+        )

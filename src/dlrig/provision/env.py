@@ -21,7 +21,7 @@ from dlrig.errors import DlrigError, InputError
 from dlrig.provision import env_frameworks
 from dlrig.provision.model import Bundle, Decision, Facts, GeneratedFile
 from dlrig.provision.render import header, render
-from dlrig.provision.stack import TorchChoice, torch_choice, wheel_variant_for_cuda
+from dlrig.provision.stack import TorchChoice, rocm_choice, torch_choice, wheel_variant_for_cuda
 
 _TORCH_NAMES = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*([=<>!~\[;]|$)", re.I)
 _REQUIREMENT = re.compile(
@@ -294,7 +294,12 @@ def generate(facts: Facts, options: EnvOptions | None = None, **kwargs: object) 
         )
     if options.framework != "torch":
         return _framework_bundle(facts, options)
-    choice = torch_choice(facts, cuda_variant=wheel_variant_for_cuda(facts, options.cuda_variant))
+    if options.cuda_variant and options.cuda_variant.startswith("rocm"):
+        choice = rocm_choice(facts, options.cuda_variant)
+    else:
+        choice = torch_choice(
+            facts, cuda_variant=wheel_variant_for_cuda(facts, options.cuda_variant)
+        )
     files, decisions = files_for(facts, options, choice)
     warnings = []
     if not options.lock:
@@ -316,12 +321,15 @@ def _framework_bundle(facts: Facts, options: EnvOptions) -> Bundle:
             f"--framework {options.framework}: not a framework dlrig provisions",
             fix="give one of: " + ", ".join(env_frameworks.FRAMEWORKS),
         )
-    if options.cuda_variant:
+    if options.cuda_variant not in (None, "cpu"):
         raise InputError(
             f"--cuda-variant {options.cuda_variant} is a PyTorch wheel variant",
-            fix=f"leave it out: {options.framework}'s GPU extra names its own CUDA wheels",
+            fix=f"leave it out ({options.framework}'s GPU extra names its own CUDA wheels), "
+            "or give --cuda-variant cpu for the CPU build",
         )
-    choice = env_frameworks.choose(facts, options.framework, options.framework_version)
+    choice = env_frameworks.choose(
+        facts, options.framework, options.framework_version, cpu=options.cuda_variant == "cpu"
+    )
     head = header(facts, "env")
     packages = tuple(p.strip() for p in options.packages)
     files = [

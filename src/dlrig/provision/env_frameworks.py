@@ -80,15 +80,19 @@ def _glibc_fits(facts: Facts, glibc_min: str) -> bool:
 
 
 def _table_name(framework: str, cuda_major: int) -> str:
+    # TensorFlow has one table name for every CUDA major; JAX one plugin per major.
     return "tensorflow" if framework == "tensorflow" else f"jax-cuda{cuda_major}-plugin"
 
 
-def choose(facts: Facts, framework: str, version: str | None = None) -> FrameworkChoice:
+def choose(
+    facts: Facts, framework: str, version: str | None = None, cpu: bool = False
+) -> FrameworkChoice:
     """The release and requirement line for `framework` on this machine (InputError, exit 2,
     when a stated --framework-version has no row or nothing fits)."""
     python = facts.python or DEFAULT_PYTHON
-    gpu = facts.gpu is not None or bool(facts.gpu_name)
-    majors = (12,) if framework == "tensorflow" else (13, 12)
+    gpu = not cpu and (facts.gpu is not None or bool(facts.gpu_name))
+    # TensorFlow's and-cuda extra: CUDA 11 wheels in 2.14, CUDA 12 from 2.15 (none for 13 yet).
+    majors = (12, 11) if framework == "tensorflow" else (13, 12)
     candidates: list[tuple[Version, str, int, tuple[framework_pins.Pin, ...]]] = []
     for major in majors:
         name = _table_name(framework, major)

@@ -15,6 +15,8 @@ import datetime as dt
 from dataclasses import dataclass
 
 from dlrig.errors import InputError
+from dlrig.knowledge import pytorch as torch_tables
+from dlrig.knowledge import rocm
 from dlrig.knowledge.versions import Version, minor_of
 from dlrig.provision.model import Decision, Facts
 
@@ -139,6 +141,48 @@ def torch_choice(
         min_driver=install.min_driver,
         python=python,
         decisions=tuple(decisions),
+    )
+
+
+def rocm_choice(facts: Facts, variant: str, prefer_python: tuple[str, ...] = ()) -> TorchChoice:
+    """torch from a ROCm wheel index (`--cuda-variant rocm6.2`): the newest release that shipped
+    the variant (or the stated --torch), its companions, and no NVIDIA driver floor."""
+    # Only a stated --torch binds: a probed one is what the machine has now, not what it wants.
+    stated = facts.torch if "torch" in facts.stated else None
+    try:
+        build = rocm.choose_build(variant, stated)
+    except LookupError as exc:
+        raise InputError(
+            f"--cuda-variant {variant}: {exc}", fix="give a ROCm variant the release shipped"
+        ) from None
+    minor = build.torch_version
+    companion = torch_tables.companions().get(minor)
+    requirements = [f"torch=={minor}.*"]
+    if companion is not None and companion.torchvision_version:
+        requirements.append(f"torchvision=={companion.torchvision_version}.*")
+    if companion is not None and companion.torchaudio_version:
+        requirements.append(f"torchaudio=={companion.torchaudio_version}.*")
+    index = f"https://download.pytorch.org/whl/{variant}"
+    python, python_decision = python_for(minor, facts.python, facts.python_from, prefer_python)
+    decision = Decision(
+        "torch",
+        f"torch {minor} {variant}",
+        f"the newest release with a {variant} wheel (ROCm {build.rocm_version})"
+        if stated is None
+        else f"torch {minor} shipped {variant}",
+        build.source,
+    )
+    return TorchChoice(
+        torch_minor=minor,
+        requirements=tuple(requirements),
+        cuda_variant=variant,
+        cuda_version=None,
+        index_url=index,
+        pip_option="--index-url",
+        pip_source=index,
+        min_driver=None,
+        python=python,
+        decisions=(decision, python_decision),
     )
 
 

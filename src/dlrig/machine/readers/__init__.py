@@ -19,6 +19,7 @@ from pathlib import Path
 from dlrig.errors import InputError
 from dlrig.machine.model import Machine
 from dlrig.machine.readers import (
+    amd_smi,
     collect_env,
     hl_smi,
     kernel_log,
@@ -43,7 +44,7 @@ FORMATS = (
     "an nvidia-smi capture (dlrig monitor record)",
     "python -m torch.utils.collect_env output",
     "a kernel log (dmesg, dmesg -T, journalctl -k)",
-    "rocm-smi --json (AMD)",
+    "rocm-smi --json or amd-smi metric --json (AMD)",
     "the hl-smi table or hl-smi -Q CSV (Intel Gaudi)",
 )
 TELEMETRY_FORMATS = (
@@ -64,6 +65,7 @@ class Format:
 _DETECTION_ORDER = (
     # Before the snapshot, which takes any JSON object: rocm-smi's opens with a "cardN" object.
     Format("rocm-smi JSON", rocm_smi.looks_like, rocm_smi.read, True),
+    Format("amd-smi JSON", amd_smi.looks_like, amd_smi.read, True),
     Format("snapshot", snapshot.looks_like, snapshot.read, True),
     Format("nvidia-smi XML", nvsmi_xml.looks_like, nvsmi_xml.read, True),
     Format("nvidia-smi capture", nvsmi_capture.looks_like, nvsmi_capture.read, True),
