@@ -71,6 +71,9 @@ def driver_loaded(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
         cuda_text = facts.driver_cuda_text(m)
         cuda = f", supports {cuda_text}" if cuda_text else ""
         return c.ok(f"{len(gpus)} NVIDIA GPU(s), driver {version}{cuda}")
+    others = [g for g in m.gpus or () if not g.is_nvidia]
+    if others and not facts.nvidia_gpu_count(m):
+        return c.skip(f"no NVIDIA GPU here: {len(others)} {others[0].name} (see the rocm checks)")
     if facts.nvidia_gpu_count(m) == 0:
         return c.info(
             "No NVIDIA GPU on this machine: CPU-only",

@@ -76,7 +76,12 @@ def _suggest_build(m: Machine, o: DoctorOptions) -> str:
     return installs.gpu_build_fix(m, o.today)
 
 
-@gpu_check("gpu.arch_in_torch", "each GPU's architecture is in torch's build", "no_kernel_image")
+@gpu_check(
+    "gpu.arch_in_torch",
+    "each GPU's architecture is in torch's build",
+    nvidia_only=True,
+    cause="no_kernel_image",
+)
 def arch_in_torch(c: Check, gpus: tuple[Gpu, ...], m: Machine, o: DoctorOptions) -> CheckResult:
     """PyTorch wheels carry GPU machine code for a list of compute capabilities
     (`torch.cuda.get_arch_list()`). A GPU runs the code of its own major version with an equal or
@@ -138,7 +143,12 @@ def _older_than_any_build(c: Check, gpus: tuple[Gpu, ...], torch_version: str) -
     return c.skip(f"torch {torch_version}: architecture list unknown")
 
 
-@gpu_check("gpu.torch_too_old", "PyTorch release supports the GPU architecture", "no_kernel_image")
+@gpu_check(
+    "gpu.torch_too_old",
+    "PyTorch release supports the GPU architecture",
+    "no_kernel_image",
+    nvidia_only=True,
+)
 def torch_too_old(c: Check, gpus: tuple[Gpu, ...], m: Machine, o: DoctorOptions) -> CheckResult:
     """New GPU architectures need a PyTorch release that knows them: Blackwell GeForce (sm_120)
     first shipped in 2.7 (cu128 wheels), Hopper (sm_90) in 2.0 (cu118). No wheel variant of an

@@ -14,7 +14,7 @@ GpuCheckFunction = Callable[[Check, tuple[Gpu, ...], Machine, DoctorOptions], Ch
 
 
 def gpu_check(
-    id: str, title: str, cause: str | None = None, min_gpus: int = 1
+    id: str, title: str, cause: str | None = None, min_gpus: int = 1, nvidia_only: bool = False
 ) -> Callable[[GpuCheckFunction], Check]:
     """Register a check of the "gpu" area that runs only on snapshots with `min_gpus` GPUs and
     is handed them; its docstring is its `--explain` text, as for any check."""
@@ -25,7 +25,12 @@ def gpu_check(
                 return c.skip("no GPUs in this snapshot" if min_gpus < 2 else "fewer than two GPUs")
             if len(m.gpus) < min_gpus:
                 return c.skip("fewer than two GPUs")
-            return function(c, m.gpus, m, o)
+            gpus = m.gpus
+            if nvidia_only:
+                gpus = tuple(g for g in m.gpus if g.is_nvidia)
+                if not gpus:
+                    return c.skip("no NVIDIA GPUs (an NVIDIA build check)")
+            return function(c, gpus, m, o)
 
         run.__doc__ = function.__doc__
         run.__module__ = function.__module__  # the check belongs to the module that defines it

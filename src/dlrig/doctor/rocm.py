@@ -7,6 +7,8 @@ print(torch.version.hip, torch.cuda.get_arch_list())"` show the same facts.
 
 from __future__ import annotations
 
+import re
+
 from dlrig.doctor import facts, installs
 from dlrig.doctor.registry import Check, DoctorOptions, check
 from dlrig.knowledge import rocm as rocm_knowledge
@@ -140,6 +142,9 @@ def device_access(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     r = m.rocm
     if r is None or r.kfd_present is None:
         return c.skip("device access not in this snapshot")
+    if not amd_gpus(m) and not r.kfd_present:
+        # ROCm user space on a machine with no AMD GPU (an NVIDIA box with /opt/rocm) is no fault.
+        return c.skip("no AMD GPU and no /dev/kfd: ROCm's user space alone")
     if r.kfd_present is False:
         return c.fail(
             "no /dev/kfd: the amdgpu kernel driver's compute interface is missing",
@@ -173,7 +178,9 @@ def stack_versions(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     if info is None or info.build != "rocm" or not installed:
         return c.skip("torch's ROCm or the installed ROCm not in this snapshot")
     variant = local_variant(info.version) or ""
-    built = Version.parse(variant.removeprefix("rocm")) or Version.parse(info.hip_version)
+    # Only a "+rocm6.2" tag names ROCm; source builds carry a git hash ("1.7.0a0+9ddd3df").
+    tagged = Version.parse(variant.removeprefix("rocm")) if re.match(r"rocm\d", variant) else None
+    built = tagged or Version.parse(info.hip_version)
     have = Version.parse(installed)
     if built is None or have is None:
         return c.skip("ROCm versions not readable")

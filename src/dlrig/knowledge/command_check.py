@@ -99,14 +99,19 @@ def _check_one(
         if platform.startswith("macos"):
             return problems
         return [*problems, f"{label!r}: no download.pytorch.org index names the CUDA variant"]
-    if variant.startswith("rocm"):
-        # ROCm wheels: the variant must be one the release shipped; no CUDA driver floor.
-        if not any(b.torch_version == minor and b.rocm_variant == variant for b in rocm.builds()):
-            problems.append(f"{label!r}: torch {minor} never shipped a {variant} wheel")
-        return problems
     for name, tag in local.items():
         if tag != variant:
             problems.append(f"{label!r}: {name} is pinned to +{tag} but the index is {variant}")
+    if variant.startswith("rocm"):
+        # ROCm wheels: a variant the release never shipped (where the table lists them all),
+        # companions of another release; no CUDA driver floor.
+        shipped_rocm = any(
+            b.torch_version == minor and b.rocm_variant == variant for b in rocm.builds()
+        )
+        if not shipped_rocm and rocm.complete_for(minor):
+            problems.append(f"{label!r}: torch {minor} never shipped a {variant} wheel")
+        problems.extend(_check_companions(label, pins, minor, variant))
+        return problems
     exact = torch_pin.replace(".*", "").split("+")[0]
     shipped = {v.cuda_variant: v for v in torch_knowledge.variants_of(exact)}
     if variant != "cpu" and variant not in shipped:

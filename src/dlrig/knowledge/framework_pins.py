@@ -27,6 +27,7 @@ class Pin:
     requirement: str  # the pip distribution, "nvidia-cudnn-cu12"
     specifier: str  # PEP 440, "==9.3.0.75" or ">=9.3.0.75,<10"
     requires_python: str
+    pythons: str  # ";"-separated CPython versions with a Linux x86-64 wheel ("" = none)
     glibc_min: str
     source: str
     as_of: str
@@ -64,18 +65,21 @@ def _clause(version: Version, op: str, bound_text: str) -> bool:
     bound = Version.parse(bound_text)
     if bound is None:
         return True  # a bound this reader cannot parse is not held against the install
+    # PEP 440 compares releases padded with zeros: 9.3.0 == 9.3, 9.3.0 <= 9.3.
+    width = max(len(version.parts), len(bound.parts))
+    have, limit = version.padded(width), bound.padded(width)
     if op in ("==", "==="):
-        return version.padded(len(bound.parts)) == bound.padded(len(version.parts))
+        return have == limit
     if op == "!=":
-        return version != bound
+        return have != limit
     if op == ">=":
-        return version >= bound
+        return have >= limit
     if op == "<=":
-        return version <= bound
+        return have <= limit
     if op == ">":
-        return version > bound
+        return have > limit
     if op == "<":
-        return version < bound
+        return have < limit
     # ~=X.Y.Z: >= X.Y.Z and == X.Y.*
     head = bound.truncated(max(1, len(bound.parts) - 1))
     return version >= bound and version.parts[: len(head.parts)] == head.parts
@@ -86,7 +90,8 @@ def satisfies(version: str, specifier: str) -> bool:
     parsed = Version.parse(version.split("+")[0])
     if parsed is None:
         return True
-    for clause in filter(None, (c.strip() for c in specifier.split(","))):
+    # A marker ('; sys_platform == "linux"') says where the pin applies: Linux is what is judged.
+    for clause in filter(None, (c.strip() for c in specifier.split(";")[0].split(","))):
         match = _CLAUSE.match(clause)
         if match and not _clause(parsed, match.group(1), match.group(2)):
             return False

@@ -92,6 +92,13 @@ def build_for(torch_version: str, rocm_variant: str | None) -> RocmBuild | None:
     return rows[0] if len(rows) == 1 else None
 
 
+def complete_for(minor: str) -> bool:
+    """Whether the table lists every ROCm variant of a release: the wheel commands of the
+    previous-versions page do (1.8 to 2.3); RELEASE.md names only the stable one (2.4 on), and
+    several releases shipped two (2.5: rocm6.1 and rocm6.2)."""
+    return any(b.torch_version == minor and "previous-versions" in b.source for b in builds())
+
+
 def choose_build(variant: str, torch_version: str | None) -> RocmBuild:
     """The ROCm wheel build for a variant ("rocm6.2") and, when given, a torch release; raises
     LookupError naming what exists (an unknown ROCm version, or a release that never shipped it)."""
@@ -104,6 +111,11 @@ def choose_build(variant: str, torch_version: str | None) -> RocmBuild:
         same = [b for b in rows if b.torch_version == minor]
         if not same:
             other = ", ".join(b.rocm_variant for b in builds() if b.torch_version == minor)
+            if minor is not None and not complete_for(minor):
+                raise LookupError(
+                    f"dlrig's table knows only the stable ROCm wheel of torch {minor} ({other}); "
+                    f"whether it shipped {variant} is not known here"
+                )
             raise LookupError(
                 f"torch {minor} never shipped a {variant} wheel"
                 + (f" (it shipped {other})" if other else " (no ROCm wheel of it is known)")

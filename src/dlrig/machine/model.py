@@ -234,6 +234,10 @@ class Gpu:
     memory_clock_max_mhz: int | None = None
     fan_speed_percent: float | None = None
     memory_temperature_c: float | None = None
+    # AMD's two die sensors (rocm-smi "edge"/"junction", amd-smi "edge"/"hotspot"); MI300-class
+    # boards have no edge sensor. temperature_c is the edge one where there is one.
+    temperature_edge_c: float | None = None
+    temperature_junction_c: float | None = None
     energy_consumed_joules: float | None = None  # NVML counter since the driver loaded
     pcie_tx_bytes_per_second: float | None = None
     pcie_rx_bytes_per_second: float | None = None

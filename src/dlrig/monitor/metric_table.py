@@ -112,8 +112,8 @@ def parse(text: str) -> tuple[Metric, ...]:
         )
         if metric.amd is not None and not (row.get("amd_source") or "").strip():
             raise ValueError(f"{where}: {metric.amd.name} needs its amd_source")
-        if metric.dlrig is None and metric.dcgm is None:
-            raise ValueError(f"{where}: {metric.reading} has neither a dlrig nor a DCGM name")
+        if metric.dlrig is None and metric.dcgm is None and metric.amd is None:
+            raise ValueError(f"{where}: {metric.reading} has no name in any naming")
         for series in (metric.dlrig, metric.dcgm, metric.amd):
             # A family shares one type and one help line, whichever rows write it.
             if series is not None:

@@ -292,9 +292,13 @@ def generate(facts: Facts, options: EnvOptions | None = None, **kwargs: object) 
             f"--name {options.name}: not an environment name",
             fix="use letters, digits, '-', '_' or '.'",
         )
+    vendor = env_frameworks.vendor_of(facts)
+    env_frameworks.check_vendor(vendor, options.framework, options.cuda_variant)
     if options.framework != "torch":
         return _framework_bundle(facts, options)
-    if options.cuda_variant and options.cuda_variant.startswith("rocm"):
+    if vendor == "amd" and not options.cuda_variant:
+        choice = rocm_choice(facts, env_frameworks.rocm_variant_for(facts))
+    elif options.cuda_variant and options.cuda_variant.startswith("rocm"):
         choice = rocm_choice(facts, options.cuda_variant)
     else:
         choice = torch_choice(

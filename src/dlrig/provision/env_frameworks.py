@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from dlrig.errors import InputError
 from dlrig.knowledge import cuda as cuda_knowledge
-from dlrig.knowledge import framework_pins
+from dlrig.knowledge import framework_pins, rocm
 from dlrig.knowledge.versions import Version
 from dlrig.provision.model import Decision, Facts
 
@@ -66,8 +66,17 @@ def _driver_runs(driver: str | None, cuda: str | None) -> bool:
     return have >= floor
 
 
-def _python_fits(python: str, requires: str) -> bool:
-    return framework_pins.satisfies(python, requires) if requires else True
+def _python_fits(python: str, pin: framework_pins.Pin) -> bool:
+    """A wheel for this CPython exists (Requires-Python alone is not enough: TensorFlow 2.14
+    allows 3.12 but ships no cp312 wheel)."""
+    if pin.requires_python and not framework_pins.satisfies(python, pin.requires_python):
+        return False
+    wanted = Version.parse(python)
+    return any(
+        wanted is not None and Version.parse(v) == wanted.truncated(2)
+        for v in pin.pythons.split(";")
+        if v
+    )
 
 
 def _glibc_fits(facts: Facts, glibc_min: str) -> bool:
@@ -118,8 +127,8 @@ def choose(
     fitting = []
     for _parsed, release, major, pins in sorted(candidates, reverse=True):
         first = pins[0]
-        if not _python_fits(python, first.requires_python):
-            why.append(f"{release}: Python {python} not in {first.requires_python}")
+        if not _python_fits(python, first):
+            why.append(f"{release}: no wheel for Python {python} ({first.pythons or 'none'})")
             continue
         if not _glibc_fits(facts, first.glibc_min):
             why.append(f"{release}: needs glibc {first.glibc_min}")
@@ -163,3 +172,51 @@ def choose(
         ),
     )
     return FrameworkChoice(framework, release, requirement, python, cuda_major, decisions)
+
+
+def vendor_of(facts: Facts) -> str | None:
+    """Whose GPUs the environment is for: the snapshot's, else the stated --gpu's."""
+    machine = facts.machine
+    for gpu in (machine.gpus or ()) if machine is not None else ():
+        return gpu.vendor or "nvidia"
+    return facts.gpu.vendor if facts.gpu is not None else None
+
+
+def check_vendor(vendor: str | None, framework: str, cuda_variant: str | None) -> None:
+    """Wheels of one vendor's stack do not run on another's GPUs: refuse, naming what does."""
+    variant = cuda_variant or ""
+    if vendor == "intel-gaudi":
+        raise InputError(
+            "provision env: Intel Gaudi runs Intel's own PyTorch build, not these wheels",
+            fix="use the Intel Gaudi PyTorch container of the driver's release (dlrig doctor "
+            "names that release's PyTorch)",
+        )
+    if vendor == "amd" and framework != "torch":
+        raise InputError(
+            f"--framework {framework}: dlrig's tables hold NVIDIA builds only for it; "
+            "this machine has AMD GPUs",
+            fix=f"use AMD's rocm/{framework} container images",
+        )
+    if vendor == "amd" and variant and not variant.startswith(("rocm", "cpu")):
+        raise InputError(
+            f"--cuda-variant {variant}: a CUDA wheel on a machine with AMD GPUs",
+            fix="give a ROCm variant (--cuda-variant rocm6.2) or leave it out",
+        )
+    if vendor == "nvidia" and variant.startswith("rocm"):
+        raise InputError(
+            f"--cuda-variant {variant}: a ROCm wheel for an NVIDIA GPU",
+            fix="leave it out (the resolver picks the CUDA wheel) or give a cuXYZ variant",
+        )
+
+
+def rocm_variant_for(facts: Facts) -> str:
+    """The ROCm index for an AMD machine: the newest variant of the installed ROCm's major."""
+    machine = facts.machine
+    installed = Version.parse(machine.rocm.version) if machine and machine.rocm else None
+    rows = [b for b in rocm.builds() if b.rocm_variant]
+    if installed is not None:
+        same = [
+            b for b in rows if (v := Version.parse(b.rocm_version)) and v.major == installed.major
+        ]
+        rows = same or rows
+    return rows[-1].rocm_variant

@@ -80,7 +80,17 @@ def no_kernel_image(
         )
     if groups.get("hip"):
         out["arch_advice"] = _rocm_arch_advice(machine)
+        out["arch_rebuild_advice"] = (
+            "For a custom extension (flash-attn, bitsandbytes, vllm): rebuild it for your GPU "
+            "with PYTORCH_ROCM_ARCH set to its gfx target, e.g. PYTORCH_ROCM_ARCH=gfx90a pip "
+            "install --no-build-isolation --no-cache-dir <package>"
+        )
         return out
+    out["arch_rebuild_advice"] = (
+        "For a custom extension (flash-attn, apex, mmcv): rebuild it with TORCH_CUDA_ARCH_LIST "
+        'set to your GPU, e.g. TORCH_CUDA_ARCH_LIST="8.6" pip install --no-build-isolation '
+        "--no-cache-dir <package>"
+    )
     out["gpu_name"] = groups.get("gpu_name", "this GPU").strip()
     out["sm"] = sm or (f"sm_{capability.replace('.', '')}" if capability else "its architecture")
     out["arch_list"] = groups.get("arch_list", "other architectures").strip()

@@ -19,7 +19,9 @@ from dlrig.machine.model import Gpu, Machine, Origin, Rocm
 from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
 
 COMMAND = "amd-smi metric --json"
-_OPENING = re.compile(r'^\s*(?:\[\s*\{\s*"gpu"\s*:|\{\s*"gpu_data"\s*:)')
+# A list whose first object has a "gpu" key (watch mode puts "timestamp" first), or the
+# {"gpu_data": [...]} wrapper of newer releases.
+_OPENING = re.compile(r'^\s*(?:\[\s*\{[^{}\[\]]*?"gpu"\s*:|\{\s*"gpu_data"\s*:)')
 _SIZE_UNITS = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30}
 
 
@@ -68,7 +70,7 @@ def _gpu(position: int, raw: Mapping[str, Any]) -> Gpu:
     name = str(asic.get("market_name") or "") or f"AMD GPU {index}"
     usage, power = _section(raw, "usage"), _section(raw, "power")
     temperature, memory = _section(raw, "temperature"), _section(raw, "mem_usage")
-    edge = _first(temperature, "edge")
+    edge, hotspot = _first(temperature, "edge"), _first(temperature, "hotspot")
     return Gpu(
         index=index,
         name=name,
@@ -80,7 +82,9 @@ def _gpu(position: int, raw: Mapping[str, Any]) -> Gpu:
         power_draw_watts=_first(
             power, "socket_power", "current_socket_power", "average_socket_power"
         ),
-        temperature_c=edge if edge is not None else _first(temperature, "hotspot"),
+        temperature_c=edge if edge is not None else hotspot,
+        temperature_edge_c=edge,
+        temperature_junction_c=hotspot,
         memory_temperature_c=_first(temperature, "mem"),
         memory_total_bytes=_bytes(memory, "total_vram"),
         memory_used_bytes=_bytes(memory, "used_vram"),

@@ -79,9 +79,9 @@ def _table_gpus(lines: list[str]) -> tuple[Gpu, ...]:
     gpus: list[Gpu] = []
     for position, line in enumerate(lines):
         first = _FIRST.match(line)
-        if not first or position + 1 >= len(lines):
+        if not first:
             continue
-        second = _SECOND.match(lines[position + 1])
+        second = _SECOND.match(lines[position + 1]) if position + 1 < len(lines) else None
         if not second:
             raise ValueError(f"device {first.group(1)}: its second row is missing or cut")
         gpus.append(
@@ -158,7 +158,7 @@ def read_csv(text: str, path: str | None) -> Machine:
             drivers.add(record["driver_version"])
         gpus.append(
             _gpu(
-                values.integer(record.get("index")) or len(gpus),
+                index if (index := values.integer(record.get("index"))) is not None else len(gpus),
                 record.get("name") or "HL-?",
                 uuid=values.text(record.get("uuid")),
                 pci_bus_id=values.text(record.get("bus_id")),

@@ -68,6 +68,14 @@ def _same_model(a: Gpu, b: Gpu) -> bool:
     (nvidia-smi's table truncates "NVIDIA GeForce RTX 2080 ...")."""
     if a.catalogue_id and b.catalogue_id:
         return a.catalogue_id == b.catalogue_id
+    if a.vendor == "amd" and b.vendor == "amd":
+        # rocm-smi and torch name one card differently ("Radeon RX 6700/6700 XT / 6800M" vs
+        # "Radeon RX 6700 XT", or only a PCI id on ROCm 4.3): the ISA is what identifies it.
+        targets = {g.gfx_target.split(":")[0] for g in (a, b) if g.gfx_target}
+        if len(targets) == 2:
+            return False
+        if targets or any(g.name.startswith("AMD GPU ") for g in (a, b)):
+            return True
     left, right = (g.name.lower().rstrip(". ").strip() for g in (a, b))
     return left.startswith(right) or right.startswith(left)
 

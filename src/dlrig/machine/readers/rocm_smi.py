@@ -102,6 +102,8 @@ def _gpu(index: int, raw: Mapping[str, object]) -> Gpu:
         # MI300-class boards have no edge sensor: the junction (hotspot) is then the reading.
         temperature_c=edge if edge is not None else junction,
         memory_temperature_c=card.number("Temperature (Sensor memory) (C)"),
+        temperature_edge_c=edge,
+        temperature_junction_c=junction,
         power_draw_watts=card.number(
             "Current Socket Graphics Package Power (W)", "Average Graphics Package Power (W)"
         ),
@@ -118,7 +120,7 @@ def _gpu(index: int, raw: Mapping[str, object]) -> Gpu:
     )
 
 
-def _topology(system: Mapping[str, object], count: int) -> Topology | None:
+def _topology(system: Mapping[str, object], cards: tuple[int, ...]) -> Topology | None:
     """rocm-smi --showtopotype: the link between each pair of GPUs, XGMI or PCIE."""
     links: dict[tuple[int, int], str] = {}
     for key, value in system.items():
@@ -128,10 +130,8 @@ def _topology(system: Mapping[str, object], count: int) -> Topology | None:
             links[(a, b)] = links[(b, a)] = value.strip().upper()
     if not links:
         return None
-    labels = tuple(f"GPU{i}" for i in range(count))
-    matrix = tuple(
-        tuple("X" if i == j else links.get((i, j), "") for j in range(count)) for i in range(count)
-    )
+    labels = tuple(f"GPU{i}" for i in cards)
+    matrix = tuple(tuple("X" if i == j else links.get((i, j), "") for j in cards) for i in cards)
     return Topology(labels=labels, matrix=matrix)
 
 
@@ -149,11 +149,13 @@ def read(text: str, path: str | None) -> Machine:
     )
     if not cards:
         raise ValueError('no "cardN" object in it')
-    gpus = tuple(_gpu(position, raw) for position, (_, raw) in enumerate(cards))
+    # The card number is rocm-smi's GPU index (and the topology's): `rocm-smi -d 2 3` lists
+    # card2 and card3, not GPUs 0 and 1.
+    gpus = tuple(_gpu(number, raw) for number, raw in cards)
     system = document.get("system")
     system = system if isinstance(system, dict) else {}
     driver = values.text(str(system.get("Driver version") or ""))
-    topology = _topology(system, len(gpus))
+    topology = _topology(system, tuple(g.index for g in gpus))
     present = ("gpus",) + (("topology",) if topology else ())
     return Machine(
         origin=Origin(kind="rocm-smi-json", path=path, detail=COMMAND),
