@@ -36,9 +36,7 @@ def test_doctor_reads_an_installed_cpu_jax(run_dlrig_process, tmp_path):
     assert install.returncode == 0, install.stderr
     versions = {d.metadata["Name"]: d.version for d in metadata.distributions(path=[str(target)])}
     assert {"jax", "jaxlib"} <= set(versions)
-    result = run_dlrig_process(
-        "doctor", "--json", env={"PYTHONPATH": str(target)}, timeout=300
-    )
+    result = run_dlrig_process("doctor", "--json", env={"PYTHONPATH": str(target)}, timeout=300)
     assert result.returncode in (0, 1), result.stderr
     document = json.loads(result.stdout)
     frameworks = document["machine"]["frameworks"]
