@@ -185,6 +185,8 @@ def vendor_of(facts: Facts) -> str | None:
 def check_vendor(vendor: str | None, framework: str, cuda_variant: str | None) -> None:
     """Wheels of one vendor's stack do not run on another's GPUs: refuse, naming what does."""
     variant = cuda_variant or ""
+    if variant == "cpu":
+        return  # a CPU build runs beside any vendor's GPUs
     if vendor == "intel-gaudi":
         raise InputError(
             "provision env: Intel Gaudi runs Intel's own PyTorch build, not these wheels",
@@ -197,7 +199,7 @@ def check_vendor(vendor: str | None, framework: str, cuda_variant: str | None) -
             "this machine has AMD GPUs",
             fix=f"use AMD's rocm/{framework} container images",
         )
-    if vendor == "amd" and variant and not variant.startswith(("rocm", "cpu")):
+    if vendor == "amd" and variant and not variant.startswith("rocm"):
         raise InputError(
             f"--cuda-variant {variant}: a CUDA wheel on a machine with AMD GPUs",
             fix="give a ROCm variant (--cuda-variant rocm6.2) or leave it out",
