@@ -8,7 +8,7 @@ import re
 
 from dlrig.doctor import facts
 from dlrig.doctor.registry import Check, DoctorOptions, check
-from dlrig.knowledge import rocm as accelerators
+from dlrig.knowledge import gaudi as gaudi_knowledge
 from dlrig.knowledge.versions import Version, release
 from dlrig.machine.model import Machine
 from dlrig.report import CheckResult
@@ -50,7 +50,7 @@ def gaudi_pytorch(c: Check, m: Machine, o: DoctorOptions) -> CheckResult:
     g = m.gaudi
     if g is None or not g.driver_version:
         return c.skip("no Gaudi driver in this snapshot")
-    row = accelerators.gaudi_release(g.driver_version)
+    row = gaudi_knowledge.release_for(g.driver_version)
     if row is None:
         return c.info(
             f"Gaudi release {g.driver_version} is not in dlrig's support-matrix table",

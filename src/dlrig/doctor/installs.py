@@ -180,12 +180,7 @@ def beyond_last_branch(m: Machine, minimum: Version | None) -> bool:
 def rocm_torch_fix(rocm_version: str | None) -> str:
     """The torch ROCm wheel to install: the newest release built for the installed ROCm's
     major version when it is known, else the newest ROCm build (pytorch_rocm_builds.csv)."""
-    rows = [b for b in rocm_knowledge.builds() if b.rocm_variant]
-    wanted = Version.parse(rocm_version) if rocm_version else None
-    if wanted is not None:
-        same = [b for b in rows if (v := Version.parse(b.rocm_version)) and v.major == wanted.major]
-        rows = same or rows
-    build = rows[-1]
+    build = rocm_knowledge.newest_build(rocm_version)
     return (
         f"pip install --force-reinstall 'torch=={build.torch_version}.*' "
         f"--index-url https://download.pytorch.org/whl/{build.rocm_variant}"

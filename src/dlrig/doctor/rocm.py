@@ -22,7 +22,7 @@ def amd_gpus(m: Machine) -> tuple[Gpu, ...]:
 
 
 def _target(gpu: Gpu) -> str | None:
-    return rocm_knowledge.base_target(gpu.gfx_target) or rocm_knowledge.target_for_product(gpu.name)
+    return rocm_knowledge.target_of(gpu.gfx_target, gpu.name)
 
 
 @check(

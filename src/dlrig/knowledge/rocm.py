@@ -1,11 +1,10 @@
-"""AMD ROCm and Intel Gaudi: which gfx targets each PyTorch ROCm wheel carries, and what each gfx target is.
+"""AMD ROCm: which gfx targets each PyTorch ROCm wheel carries, and what each gfx target is.
 
 A ROCm wheel holds code objects for a list of GPU ISAs (`PYTORCH_ROCM_ARCH` at build time);
 on a GPU whose ISA is not in it every kernel fails with "HIP error: invalid device function"
 or "hipErrorNoBinaryForGpu". `pytorch_rocm_builds.csv` lists the variants each release shipped
 and, where sourced, their ISAs; `amd_gfx_targets.csv` names the products of each ISA and the
-override users report working for consumer cards AMD does not support. `gaudi_software.csv`
-is Intel Gaudi's support matrix: the PyTorch each Gaudi software release supports.
+override users report working for consumer cards AMD does not support.
 """
 
 from __future__ import annotations
@@ -62,6 +61,21 @@ def base_target(text: str | None) -> str | None:
 
 def target_info(gfx: str) -> GfxTarget | None:
     return next((t for t in gfx_targets() if t.gfx_target == gfx), None)
+
+
+def target_of(gfx_target: str | None, name: str) -> str | None:
+    """A GPU's gfx target: the one its tool reported, else its product's (from the table)."""
+    return base_target(gfx_target) or target_for_product(name)
+
+
+def newest_build(rocm_version: str | None = None) -> RocmBuild:
+    """The newest release's ROCm build, for the installed ROCm's major version when known."""
+    rows = [b for b in builds() if b.rocm_variant]
+    wanted = Version.parse(rocm_version) if rocm_version else None
+    if wanted is not None:
+        same = [b for b in rows if (v := Version.parse(b.rocm_version)) and v.major == wanted.major]
+        rows = same or rows
+    return rows[-1]
 
 
 def target_for_product(name: str) -> str | None:
@@ -128,36 +142,3 @@ def official_targets() -> frozenset[str]:
     """Every gfx target any official PyTorch ROCm wheel may carry: the sourced lists and the
     newest build script's. A target outside it is in no wheel of download.pytorch.org."""
     return frozenset(t for b in builds() for t in b.targets)
-
-
-@dataclass(frozen=True)
-class GaudiRelease:
-    """One Intel Gaudi software release (driver, firmware, SynapseAI and hl-smi share it)."""
-
-    software_version: str
-    firmware: str
-    pytorch_version: str
-    os: str
-    source: str
-    as_of: str
-
-
-@functools.cache
-def gaudi_releases() -> tuple[GaudiRelease, ...]:
-    return records("gaudi_software", GaudiRelease)
-
-
-def gaudi_release(version: str | None) -> GaudiRelease | None:
-    """The support-matrix row of a driver or tool version ("1.19.1-6f47ddd" -> the 1.19 row:
-    patch releases share their minor release's PyTorch)."""
-    parsed = Version.parse((version or "").removeprefix("hl-").split("-")[0])
-    if parsed is None:
-        return None
-    rows = [
-        r
-        for r in gaudi_releases()
-        if (v := Version.parse(r.software_version)) is not None
-        and (v.major, v.minor) == (parsed.major, parsed.minor)
-        and r.pytorch_version
-    ]
-    return rows[-1] if rows else None

@@ -214,11 +214,5 @@ def check_vendor(vendor: str | None, framework: str, cuda_variant: str | None) -
 def rocm_variant_for(facts: Facts) -> str:
     """The ROCm index for an AMD machine: the newest variant of the installed ROCm's major."""
     machine = facts.machine
-    installed = Version.parse(machine.rocm.version) if machine and machine.rocm else None
-    rows = [b for b in rocm.builds() if b.rocm_variant]
-    if installed is not None:
-        same = [
-            b for b in rows if (v := Version.parse(b.rocm_version)) and v.major == installed.major
-        ]
-        rows = same or rows
-    return rows[-1].rocm_variant
+    installed = machine.rocm.version if machine is not None and machine.rocm else None
+    return rocm.newest_build(installed).rocm_variant

@@ -36,17 +36,8 @@ def driver_too_old(
 
 def _rocm_arch_advice(machine: Machine | None) -> str:
     """A ROCm build without code for this GPU's gfx target: what to install instead."""
-    targets = (
-        [
-            t
-            for g in (machine.gpus or ())
-            if machine is not None
-            for t in [rocm.base_target(g.gfx_target) or rocm.target_for_product(g.name)]
-            if t
-        ]
-        if machine is not None
-        else []
-    )
+    gpus = (machine.gpus or ()) if machine is not None else ()
+    targets = [t for g in gpus if (t := rocm.target_of(g.gfx_target, g.name))]
     overrides = [
         f"{t}: HSA_OVERRIDE_GFX_VERSION={info.override}"
         for t in dict.fromkeys(targets)

@@ -10,13 +10,12 @@ mem_usage.total_vram/used_vram in MB, i.e. MiB).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from dlrig.machine.model import Gpu, Machine, Origin, Rocm
-from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
+from dlrig.machine.readers.common import catalogue_id_for, parse_json, recorded_only_issues
 
 COMMAND = "amd-smi metric --json"
 # A list whose first object has a "gpu" key (watch mode puts "timestamp" first), or the
@@ -92,10 +91,7 @@ def _gpu(position: int, raw: Mapping[str, Any]) -> Gpu:
 
 
 def read(text: str, path: str | None) -> Machine:
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the JSON is malformed ({exc.msg} at line {exc.lineno})") from None
+    document = parse_json(text)
     if isinstance(document, Mapping):
         document = document.get("gpu_data")
     if not isinstance(document, list) or not all(isinstance(g, Mapping) for g in document):

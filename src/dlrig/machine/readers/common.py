@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from dlrig.machine.model import Driver, Gpu, Machine, Origin, ProbeIssue
 
 # Top-level sections of a Machine, in report order.
@@ -63,3 +66,11 @@ def catalogue_id_for(name: str | None) -> str | None:
 
     spec = gpus.catalogue().resolve(name)
     return spec.id if spec else None
+
+
+def parse_json(text: str) -> Any:
+    """The document of a JSON input; ValueError with the parser's reason and line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the JSON is malformed ({exc.msg} at line {exc.lineno})") from None

@@ -119,11 +119,6 @@ def _processes(lines: list[str], gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
     return tuple(replace(g, processes=tuple(found[g.index])) for g in gpus)
 
 
-def _release(text: str | None) -> str | None:
-    match = re.match(r"(?:hl-)?(\d+\.\d+\.\d+)", text or "")
-    return match.group(1) if match else None
-
-
 def read_table(text: str, path: str | None) -> Machine:
     lines = text.splitlines()
     gpus = _table_gpus(lines)

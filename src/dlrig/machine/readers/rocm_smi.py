@@ -13,13 +13,12 @@ Recorded outputs of ROCm 4.3 to 6.1 (influxdata/telegraf's test data, MIT) are t
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 
 from dlrig.machine.model import Gpu, Machine, Origin, PcieLink, Rocm, Topology
 from dlrig.machine.readers import values
-from dlrig.machine.readers.common import catalogue_id_for, recorded_only_issues
+from dlrig.machine.readers.common import catalogue_id_for, parse_json, recorded_only_issues
 
 COMMAND = "rocm-smi --json"
 _CARD = re.compile(r"^card(\d+)$")
@@ -136,10 +135,7 @@ def _topology(system: Mapping[str, object], cards: tuple[int, ...]) -> Topology 
 
 
 def read(text: str, path: str | None) -> Machine:
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the JSON is malformed ({exc.msg} at line {exc.lineno})") from None
+    document = parse_json(text)
     if not isinstance(document, dict):
         raise ValueError("the JSON is not an object")
     cards = sorted(

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from dlrig.machine.model import SCHEMA_NAME, Machine
+from dlrig.machine.readers.common import parse_json
 
 
 def looks_like(text: str) -> bool:
@@ -12,10 +11,7 @@ def looks_like(text: str) -> bool:
 
 
 def read(text: str, path: str | None) -> Machine:
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the JSON is malformed ({exc.msg} at line {exc.lineno})") from None
+    document = parse_json(text)
     if not isinstance(document, dict):
         raise ValueError("the JSON is not an object, so not a dlrig machine snapshot")
     if document.get("schema") != SCHEMA_NAME:
