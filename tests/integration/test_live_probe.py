@@ -25,7 +25,7 @@ def test_live_probe_describes_this_machine():
 
 
 def test_cpu_only_machine_is_not_a_failure():
-    report = doctor.run(collect())
+    report = doctor.run(machine=collect())
     loaded = next(r for r in report.checks if r.id == "driver.loaded")
     assert loaded.status is Status.INFO
     assert "CPU-only" in loaded.title

@@ -53,7 +53,7 @@ class Outcome:
 
 
 def outcome(row: dict[str, str]) -> Outcome:
-    report = doctor.run(readers.load(FOLDER / row["file"]))
+    report = doctor.run(machine=readers.load(FOLDER / row["file"]))
     failing = tuple((r.id, r.cause) for r in report.checks if r.status is Status.FAIL)
     name = row["file"]
     split = "held_out" if name in HELD_OUT else ("external" if name in EXTERNAL else "development")
@@ -148,13 +148,13 @@ def test_runtime_evidence_outranks_a_table_minimum():
         if not (torch and torch.cuda_available):
             continue
         checked += 1
-        report = doctor.run(machine)
+        report = doctor.run(machine=machine)
         failing = [r.id for r in report.checks if r.area == "driver" and r.status is Status.FAIL]
         assert not failing, (row["file"], failing)
     assert checked >= 10
     # the paste whose driver is below NVIDIA's table but ran CUDA: a warning naming both
     machine = readers.load(FOLDER / "unknown-p100-torch140-cu100-driver384-available.txt")
-    result = next(r for r in doctor.run(machine).checks if r.id == "driver.torch_cuda")
+    result = next(r for r in doctor.run(machine=machine).checks if r.id == "driver.torch_cuda")
     assert result.status is Status.WARN
     assert "410.48" in result.title and any("is_available() was True" in e for e in result.evidence)
 
@@ -165,7 +165,7 @@ def test_every_fix_names_a_wheel_index_and_driver_that_exist_together():
         machine = readers.load(FOLDER / row["file"])
         capabilities = installs.capabilities_of(machine)
         driver = machine.driver.version if machine.driver else None
-        for result in doctor.run(machine).checks:
+        for result in doctor.run(machine=machine).checks:
             if not result.fix:
                 continue
             commands += "pip install" in result.fix
@@ -212,7 +212,7 @@ def test_driver_too_old_warning_gives_driver_cuda():
 
 def test_rtx5090_on_driver_570_gets_cu128_from_every_check():
     machine = readers.load(FOLDER / "sm120-rtx5090d-cu126.txt")
-    fixes = [r.fix for r in doctor.run(machine).checks if r.fix and "pip install" in r.fix]
+    fixes = [r.fix for r in doctor.run(machine=machine).checks if r.fix and "pip install" in r.fix]
     assert fixes
     for fix in fixes:
         first = fix.splitlines()[0]
@@ -222,7 +222,9 @@ def test_rtx5090_on_driver_570_gets_cu128_from_every_check():
 def test_cpu_build_cut_before_the_gpu_lines_is_flagged_from_the_cuda_install():
     machine = readers.load(FOLDER / "cpuonly-nightly-conda-cut-before-gpu-torch210dev.txt")
     assert machine.gpus is None and machine.driver.version is None
-    result = next(r for r in doctor.run(machine).checks if r.id == "frameworks.cpu_only_torch")
+    result = next(
+        r for r in doctor.run(machine=machine).checks if r.id == "frameworks.cpu_only_torch"
+    )
     assert result.status is Status.FAIL
     assert any("11.8.89" in e for e in result.evidence)
 
@@ -233,7 +235,9 @@ def test_cpu_build_without_any_cuda_evidence_is_fine():
         "none-win-cpu-nightly-torch280dev-maintainer.txt",
     ):
         machine = readers.load(FOLDER / name)
-        result = next(r for r in doctor.run(machine).checks if r.id == "frameworks.cpu_only_torch")
+        result = next(
+            r for r in doctor.run(machine=machine).checks if r.id == "frameworks.cpu_only_torch"
+        )
         assert result.status is Status.OK, (name, result)
 
 
@@ -250,7 +254,9 @@ def test_cuda_packages_alone_mark_a_cpu_build_as_wrong():
     for package in (("pytorch-cuda", "12.1"), ("nvidia-cublas-cu12", "12.1.3.1")):
         frameworks = dataclasses.replace(machine.frameworks, packages=(package,))
         changed = dataclasses.replace(machine, frameworks=frameworks)
-        result = next(r for r in doctor.run(changed).checks if r.id == "frameworks.cpu_only_torch")
+        result = next(
+            r for r in doctor.run(machine=changed).checks if r.id == "frameworks.cpu_only_torch"
+        )
         assert result.status is Status.FAIL, package
         assert any(package[0] in e for e in result.evidence)
 
@@ -264,7 +270,7 @@ def test_could_not_collect_build_means_a_cpu_torch_where_cuda_parts_exist():
     cut = readers.load(FOLDER / "cpuonly-win-torch171cpu-cut-before-gpu.txt")
     assert cut.gpus is None and cut.cuda_toolkit is None  # cut before those lines
     assert cut.frameworks.torch.build == "cpu" and cut.frameworks.torch.cuda_parts_found
-    result = next(r for r in doctor.run(cut).checks if r.id == "frameworks.cpu_only_torch")
+    result = next(r for r in doctor.run(machine=cut).checks if r.id == "frameworks.cpu_only_torch")
     assert result.status is Status.FAIL
     assert any("Could not collect" in e for e in result.evidence)
     full = readers.load(FOLDER / "cpuonly-couldnotcollect-win-rtx4080laptop-torch222.txt")
@@ -289,7 +295,7 @@ def test_companions_and_duplicates_follow_the_imported_torch():
     assert fw.torch.installer == "conda"
     assert (fw.torchvision.version, fw.torchvision.installer) == ("0.4.1", "conda")
     assert fw.duplicates[0].versions == ("1.2.0", "1.3.0")
-    results = {r.id: r for r in doctor.run(machine).checks}
+    results = {r.id: r for r in doctor.run(machine=machine).checks}
     assert results["frameworks.companions"].status is Status.OK
     assert results["driver.torch_cuda"].status is Status.FAIL
     assert "418.39" in results["driver.torch_cuda"].title
@@ -315,7 +321,7 @@ def test_last_gpu_line_cut_mid_name_is_completed():
 def test_rocm_build_is_not_judged_by_an_nvidia_driver_next_to_it():
     machine = readers.load(FOLDER / "none-rocm-gfx906-with-nvidia-driver-line.txt")
     assert machine.frameworks.torch.build == "rocm" and machine.driver.version == "550.90.07"
-    assert not [r.id for r in doctor.run(machine).checks if r.status is Status.FAIL]
+    assert not [r.id for r in doctor.run(machine=machine).checks if r.status is Status.FAIL]
 
 
 def test_wsl_gpus_run_on_the_windows_hosts_driver():

@@ -54,7 +54,7 @@ def test_oom_fix_uses_the_logs_numbers():
     # memory in use ... 2.57 GiB is reserved by PyTorch but unallocated"
     assert "9.68 GiB GPU" in fixes
     assert "expandable_segments:True" in fixes and "2.57 GiB" in fixes
-    evidence = result.root.evidence[0]
+    evidence = result.root.lines[0]
     assert evidence.line == 1 and "Tried to allocate 388.00 MiB" in evidence.text
 
 
@@ -126,7 +126,7 @@ def _diagnose_in_pieces(data: bytes, sizes: list[int]) -> list[tuple[str, int]]:
         position += size
     session.feed(data[position:])
     result = session.finish()
-    return [(f.cause, f.evidence[0].line) for f in result.causes]
+    return [(f.cause, f.lines[0].line) for f in result.causes]
 
 
 WHOLE_TEXT = _text(
@@ -166,7 +166,7 @@ def test_reading_a_stream_in_any_pieces_gives_the_same_answer(sizes, chunk):
     session = Session()
     session.scanner.feed_from(_Trickle(WHOLE_TEXT, sizes), "<pipe>", chunk_bytes=chunk)
     result = session.finish()
-    assert [(f.cause, f.evidence[0].line) for f in result.causes] == _diagnose_in_pieces(
+    assert [(f.cause, f.lines[0].line) for f in result.causes] == _diagnose_in_pieces(
         WHOLE_TEXT, []
     )
     assert result.bytes == len(WHOLE_TEXT)
@@ -186,7 +186,7 @@ def test_every_engine_gives_the_same_answer():
         session = Session()
         session.scanner = Scanner(session.signature_set, engine=name)
         session.feed(WHOLE_TEXT)
-        answers.add(tuple((f.cause, f.evidence[0].line) for f in session.finish().causes))
+        answers.add(tuple((f.cause, f.lines[0].line) for f in session.finish().causes))
     assert len(answers) == 1
 
 
@@ -199,7 +199,7 @@ def test_long_noise_before_the_error_keeps_line_numbers(tmp_path):
         stream.write("RuntimeError: CUDA error: an illegal memory access was encountered\n")
     result = diagnose.diagnose_paths([path])
     assert result.root.cause == "illegal_memory_access"
-    assert result.root.evidence[0].line == 200_001
+    assert result.root.lines[0].line == 200_001
     assert result.lines == 200_001
 
 
@@ -208,4 +208,4 @@ def test_ansi_and_rank_prefixes_are_cleaned():
     result = diagnose.diagnose_text(text)
     assert result.root.cause == "gpu_ecc_error"
     assert result.root.ranks == (3,)
-    assert result.root.evidence[0].text.startswith("RuntimeError")
+    assert result.root.lines[0].text.startswith("RuntimeError")

@@ -105,7 +105,7 @@ def test_family_is_read_by_its_signature(log, cause, signature, quoted):
     assert result.root is not None, log
     assert result.root.cause == cause
     assert signature in result.root.signatures
-    shown = result.root.explanation + " ".join(e.text for e in result.root.evidence)
+    shown = result.root.explanation + " ".join(e.text for e in result.root.lines)
     assert quoted in shown
 
 

@@ -307,7 +307,7 @@ def test_docker_without_toolkit():
 
 
 def test_every_check_runs_on_an_empty_snapshot():
-    report = doctor.run(Machine(origin=t4().origin))
+    report = doctor.run(machine=Machine(origin=t4().origin))
     assert all(r.status is Status.SKIP for r in report.checks), [
         (r.id, r.status) for r in report.checks if r.status is not Status.SKIP
     ]
@@ -343,7 +343,7 @@ def test_skip_reasons_say_what_a_recorded_snapshot_does_not_hold():
     # an nvidia-smi capture has no Python environment: torch is not "not installed"
     machine = readers.load(NVSMI / "rtx3090-q-x.xml")
     assert machine.frameworks is None
-    report = doctor.run(machine, DoctorOptions())
+    report = doctor.run(DoctorOptions(), machine=machine)
     reasons = {r.title for r in report.checks if r.status is Status.SKIP}
     assert not any(reason.startswith("torch is not installed") for reason in reasons)
     assert any("torch not in this snapshot" in reason for reason in reasons)

@@ -29,7 +29,7 @@ INPUTS = sorted(
 
 def _check(path, check_id):
     machine = readers.load(path)
-    return machine, next(r for r in doctor.run(machine).checks if r.id == check_id)
+    return machine, next(r for r in doctor.run(machine=machine).checks if r.id == check_id)
 
 
 # --- 1: R470 and the other branches NVIDIA's table no longer lists ---------------------------
@@ -72,7 +72,7 @@ def test_a_branch_older_than_every_supported_one_is_end_of_life():
 
 def test_a_gpu_no_newer_driver_supports_gets_no_impossible_upgrade():
     machine = readers.load(PASTES / "geforce210-unsupported-gpu-torch120.txt")
-    results = {r.id: r for r in doctor.run(machine).checks}
+    results = {r.id: r for r in doctor.run(machine=machine).checks}
     for check_id in ("driver.torch_cuda", "cuda.nvcc_vs_driver", "driver.branch_eol"):
         fix = results[check_id].fix
         assert "Upgrade the NVIDIA driver" not in fix, (check_id, fix)
@@ -91,7 +91,7 @@ def test_driver_fixes_name_one_release_per_branch_and_none_past_the_gpus_last(pa
     machine = readers.load(path)
     limit = architectures.driver_limit(installs.capabilities_of(machine))
     per_branch: dict[str, set[str]] = {}
-    for result in doctor.run(machine).checks:
+    for result in doctor.run(machine=machine).checks:
         for match in _INSTALL.finditer(result.fix or ""):
             branch = match.group("b1") or match.group("b2")
             version = match.group("v1") or match.group("v2")
@@ -149,7 +149,9 @@ def test_cpu_only_torch_on_a_machine_without_gpu_names_the_toolkit_it_has():
     from dlrig.machine.runner import ProbeContext
 
     machine = probe.collect(ProbeContext(read_kernel_log=False))
-    result = next(r for r in doctor.run(machine).checks if r.id == "frameworks.cpu_only_torch")
+    result = next(
+        r for r in doctor.run(machine=machine).checks if r.id == "frameworks.cpu_only_torch"
+    )
     if result.status is Status.SKIP or machine.gpus:
         pytest.fail(f"this test needs the CPU-only dev machine: {result.title}")
     toolkit = machine.cuda_toolkit.nvcc_version if machine.cuda_toolkit else None
@@ -165,7 +167,7 @@ def test_cpu_only_torch_on_a_machine_without_gpu_names_the_toolkit_it_has():
 
 def test_markdown_fences_hold_only_runnable_lines():
     machine = readers.load(PASTES / "sm120-rtx5090d-cu126.txt")
-    text = render_markdown(doctor.run(machine))
+    text = render_markdown(doctor.run(machine=machine))
     blocks = re.findall(r"```sh\n(.*?)\n\s*```", text, re.S)
     assert blocks
     for block in blocks:

@@ -30,7 +30,7 @@ INPUTS = sorted(
 @pytest.mark.parametrize("path", INPUTS, ids=[p.name for p in INPUTS])
 def test_every_fix_checks_out_against_the_tables(path):
     machine = readers.load(path)
-    for result in doctor.run(machine).checks:
+    for result in doctor.run(machine=machine).checks:
         if result.fix:
             problems = check_command(
                 result.fix,
@@ -67,7 +67,7 @@ def test_keep_the_driver_cu118_torch_gets_cu118_companions_not_cu121():
         TorchInfo(version="2.3.1+cu118", build="cuda", cuda_version="11.8"),
         torchvision=PackageInfo(name="torchvision", version="0.18.1+cu121"),
     )
-    result = next(r for r in doctor.run(machine).checks if r.id == "frameworks.companions")
+    result = next(r for r in doctor.run(machine=machine).checks if r.id == "frameworks.companions")
     assert result.status is Status.FAIL
     assert "cu121" not in result.fix
     assert (
@@ -78,7 +78,9 @@ def test_keep_the_driver_cu118_torch_gets_cu118_companions_not_cu121():
 
 def test_cpu_only_181_paste_gets_a_wheel_that_existed():
     machine = readers.load(CORPUS / "collect_env" / "cpuonly-conda-rtx3090-torch181.txt")
-    result = next(r for r in doctor.run(machine).checks if r.id == "frameworks.cpu_only_torch")
+    result = next(
+        r for r in doctor.run(machine=machine).checks if r.id == "frameworks.cpu_only_torch"
+    )
     assert result.status is Status.FAIL
     first = result.fix.splitlines()[0]
     assert "torch==1.8.1" in first and "whl/cu111/torch_stable.html" in first
@@ -87,7 +89,7 @@ def test_cpu_only_181_paste_gets_a_wheel_that_existed():
 
 def test_driver_too_old_offers_the_wheel_the_driver_runs_and_the_upgrade():
     machine = readers.load(CORPUS / "collect_env" / "driver470-torch210-cu121-warning.txt")
-    result = next(r for r in doctor.run(machine).checks if r.id == "driver.torch_cuda")
+    result = next(r for r in doctor.run(machine=machine).checks if r.id == "driver.torch_cuda")
     assert result.status is Status.FAIL
     # the need (CUDA 12.1's Table-3 minimum, an R530 release) and the branch to install, each
     # with its own number: never "≥ 530.30.02 (R580 LTSB ...)"

@@ -20,7 +20,7 @@ def _with_torch(machine: Machine, version: str, build: str, env=()) -> Machine:
 
 
 def _result(machine: Machine, check_id: str):
-    return next(r for r in doctor.run(machine).checks if r.id == check_id)
+    return next(r for r in doctor.run(machine=machine).checks if r.id == check_id)
 
 
 def test_an_rx_6700_xt_has_no_code_in_the_official_wheels() -> None:

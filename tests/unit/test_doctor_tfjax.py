@@ -21,7 +21,7 @@ def _machine(framework: PackageInfo, packages: dict[str, str], *, plugin: bool) 
 
 
 def _result(machine: Machine, check_id: str):
-    return next(r for r in doctor.run(machine).checks if r.id == check_id)
+    return next(r for r in doctor.run(machine=machine).checks if r.id == check_id)
 
 
 def _exact(framework: str, version: str) -> dict[str, str]:

@@ -31,7 +31,7 @@ def run(model: str | None = None, **kwargs):
     kwargs.setdefault("gpu", "a100-sxm4-80gb")
     kwargs.setdefault("search_max_batch", False)
     kwargs.setdefault("advise", False)
-    return fit.estimate(**kwargs)
+    return fit.estimate(fit.Options(**kwargs))
 
 
 @pytest.mark.parametrize(
@@ -156,7 +156,9 @@ def test_llama_8b_does_not_fit_one_80gb_gpu_but_fits_with_fsdp():
 
 def test_largest_batch_fits_and_the_next_does_not():
     # "auto" on a T4 (no bf16) runs fp16 autocast, from the same trace as amp-bf16
-    result = fit.estimate(model="gpt2", seq_len=512, gpu="t4", optimizer="adamw", advise=False)
+    result = fit.estimate(
+        fit.Options(model="gpt2", seq_len=512, gpu="t4", optimizer="adamw", advise=False)
+    )
     assert result.setup["precision"] == "amp-fp16"
     best = result.max_batch_size
     assert best and best > 1

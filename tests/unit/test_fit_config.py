@@ -21,7 +21,7 @@ def run(**kwargs):
     kwargs.setdefault("search_max_batch", False)
     kwargs.setdefault("advise", False)
     kwargs.setdefault("gpu", "h100-sxm5-80gb")
-    return fit.estimate(**kwargs)
+    return fit.estimate(fit.Options(**kwargs))
 
 
 # published sizes (model cards / papers), billions of parameters, and the tolerance they allow

@@ -71,7 +71,7 @@ def test_mfu_and_scaling_never_pass_100_percent(options):
 def test_bad_input_is_one_clear_error(kwargs, message):
     kwargs.setdefault("gpu", "a100-sxm4-80gb")
     with pytest.raises(InputError, match=message) as error:
-        fit.estimate(search_max_batch=False, advise=False, **kwargs)
+        fit.estimate(fit.Options(search_max_batch=False, advise=False, **kwargs))
     assert error.value.fix
     assert "\n" not in error.value.one_line()
 
@@ -113,7 +113,7 @@ def test_global_batch_exact_or_nearest_with_the_reason():
 def test_a_long_sequence_that_does_not_fit_is_offered_a_shorter_one():
     # The issue's case: a QLoRA of Llama 3 8B on a 24 GB card at the preset's 8192 tokens. The
     # obvious fix is a shorter --seq-len (with checkpointing, longer still), not 1,024 GPUs.
-    result = fit.estimate(model="llama3-8b", gpu="rtx-4090", qlora=16)
+    result = fit.estimate(fit.Options(model="llama3-8b", gpu="rtx-4090", qlora=16))
     assert not result.fits
     shorter = [a for a in result.advice if "seq_len" in a.options and a.fits]
     assert {a.options["seq_len"] for a in shorter} <= {4096, 2048, 1024}
@@ -126,7 +126,7 @@ def test_does_not_fit_says_what_would():
     # fp16 autocast, as "auto" picks on a T4 (stated here: the checkpoint's bf16 would be traced
     # first, then again in fp16 autocast for a GPU without bf16)
     result = fit.estimate(
-        model="llama3-8b", gpu="t4", seq_len=1024, batch_size=1, precision="amp-fp16"
+        fit.Options(model="llama3-8b", gpu="t4", seq_len=1024, batch_size=1, precision="amp-fp16")
     )
     assert not result.fits and result.max_batch_size == 0 and result.margin_bytes < 0
     # only changes that fit are offered (issue 24: "still over" is no advice)
@@ -210,10 +210,12 @@ def test_every_suggestion_fits_when_asked_for(asked):
     # review of issue 24: "--grad-checkpointing --gpus 32 --strategy fsdp ... fits" was offered
     # with the run's bf16, while `dlrig fit` with those flags resolves fp32 masters and said
     # DOES NOT FIT; a suggestion is only what `dlrig fit` with it confirms
-    result = fit.estimate(**asked)
+    result = fit.estimate(fit.Options(**asked))
     assert not result.fits and result.advice
     for advice in result.advice:
-        again = fit.estimate(**{**asked, **advice.options}, advise=False, search_max_batch=False)
+        again = fit.estimate(
+            fit.Options(**{**asked, **advice.options}, advise=False, search_max_batch=False)
+        )
         assert again.fits, advice.change
         assert again.memory_peak_bytes - again.pageable_bytes == advice.memory_peak_bytes or (
             "gpu" in advice.options
@@ -224,14 +226,16 @@ def test_every_suggestion_fits_when_asked_for(asked):
 def test_a_board_of_several_devices_is_not_a_gpu_to_fit_on():
     # the MI250X package is two GCDs, and PyTorch sees each as a 64 GB GPU
     with pytest.raises(InputError, match="board of 2 devices") as refused:
-        fit.estimate(model="gpt2", gpu="mi250x-oam")
+        fit.estimate(fit.Options(model="gpt2", gpu="mi250x-oam"))
     assert refused.value.fix == "use --gpu mi250x with --gpus 2 per board"
 
 
 @pytest.mark.slow
 def test_no_micro_batch_is_offered_where_nothing_accumulates():
     result = fit.estimate(
-        model="gpt2-xl", gpu="t4", batch_size=16, seq_len=1024, optimizer_in_backward=True
+        fit.Options(
+            model="gpt2-xl", gpu="t4", batch_size=16, seq_len=1024, optimizer_in_backward=True
+        )
     )
     assert not result.fits
     assert not any("grad_accum" in a.options for a in result.advice)

@@ -13,7 +13,7 @@ from dlrig import fit
 def run(**kwargs):
     kwargs.setdefault("search_max_batch", False)
     kwargs.setdefault("advise", False)
-    return fit.estimate(**kwargs)
+    return fit.estimate(fit.Options(**kwargs))
 
 
 def test_frozen_parameters_have_no_gradients_or_optimizer_state():
@@ -106,14 +106,18 @@ def test_qlora_quantises_subclasses_of_linear_as_bitsandbytes_does():
 def test_modules_to_save_train_whole_copies_beside_the_adapters():
     # issue 24: peft's modules_to_save (a new token's embeddings and head) keeps a trainable
     # copy of each module, with its gradients and Adam state
-    base = fit.estimate(model="llama3-8b", lora=16, seq_len=512, gpu="h100", advise=False)
+    base = fit.estimate(
+        fit.Options(model="llama3-8b", lora=16, seq_len=512, gpu="h100", advise=False)
+    )
     saved = fit.estimate(
-        model="llama3-8b",
-        lora=16,
-        seq_len=512,
-        gpu="h100",
-        modules_to_save="embed_tokens,lm_head",
-        advise=False,
+        fit.Options(
+            model="llama3-8b",
+            lora=16,
+            seq_len=512,
+            gpu="h100",
+            modules_to_save="embed_tokens,lm_head",
+            advise=False,
+        )
     )
     vocab, hidden = 128256, 4096
     assert saved.trainable_params - base.trainable_params == 2 * vocab * hidden

@@ -128,7 +128,7 @@ def test_every_fixture_loads():
     for path in files:
         machine = readers.load(path)
         assert machine.origin.path == str(path)
-        report = doctor.run(machine)
+        report = doctor.run(machine=machine)
         assert len(report.checks) >= 35
 
 

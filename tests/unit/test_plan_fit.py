@@ -165,16 +165,18 @@ def test_plan_and_fit_give_one_answer(text: str, gpu_id: str, counts: tuple[int,
         if planned.note and "PREDICTED" in planned.note:
             continue  # plan's micro-batch prediction; fit is asked at the batch it traced
         asked = fit.estimate(
-            model=workload.model,
-            seq_len=workload.seq_len,
-            grad_checkpointing=workload.grad_checkpointing,
-            lora=workload.lora,
-            qlora=workload.qlora,
-            gpu=gpu_id,
-            gpus=count,
-            strategy=planned.strategy,
-            search_max_batch=False,
-            advise=False,
+            fit.Options(
+                model=workload.model,
+                seq_len=workload.seq_len,
+                grad_checkpointing=workload.grad_checkpointing,
+                lora=workload.lora,
+                qlora=workload.qlora,
+                gpu=gpu_id,
+                gpus=count,
+                strategy=planned.strategy,
+                search_max_batch=False,
+                advise=False,
+            )
         )
         assert asked.fits == planned.fits, (count, planned)
         assert asked.setup["precision"] == planned.precision, (count, planned)

@@ -38,13 +38,15 @@ def test_flops_of_a_real_step_match_what_fit_counts(tmp_path):
     assert len(rank.steps) == 2
     assert rank.mfu.flops_source == "FlopCounterMode"
     fitted = fit.estimate(
-        model=None,
-        config=str(tmp_path / "tiny"),
-        batch_size=4,
-        seq_len=64,
-        gpu="a100-sxm4-80gb",
-        search_max_batch=False,
-        advise=False,
+        fit.Options(
+            model=None,
+            config=str(tmp_path / "tiny"),
+            batch_size=4,
+            seq_len=64,
+            gpu="a100-sxm4-80gb",
+            search_max_batch=False,
+            advise=False,
+        )
     )
     assert fitted.method == "trace"
     assert rank.mfu.flops_per_step == pytest.approx(fitted.flops_per_step, rel=0.05)

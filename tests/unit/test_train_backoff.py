@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dlrig import diagnose, train
+from dlrig import diagnose, fit, train
 from dlrig.train.log import RunLog
 
 
@@ -162,10 +162,12 @@ def test_bad_options_are_input_errors():
 
 def test_first_micro_batch_from_fit():
     micro = train.micro_batch_from_fit(
-        model="tests.data.custom_models:make_mlp",
-        input_spec="x:float32[B,1024]",
-        gpu="t4",
-        precision="fp32",
-        optimizer="adam",
+        fit.Options(
+            model="tests.data.custom_models:make_mlp",
+            input_spec="x:float32[B,1024]",
+            gpu="t4",
+            precision="fp32",
+            optimizer="adam",
+        )
     )
     assert micro > 1000  # a 8M-parameter MLP on a 16 GB T4: thousands of samples fit

@@ -28,7 +28,7 @@ def test_specifiers_ignore_markers_and_pad_releases() -> None:
 
 
 def _result(machine, check_id):
-    return next(r for r in doctor.run(machine).checks if r.id == check_id)
+    return next(r for r in doctor.run(machine=machine).checks if r.id == check_id)
 
 
 def test_rocm_smi_keeps_card_numbers_for_gpus_and_links(tmp_path) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,12 +30,15 @@ from typing import TYPE_CHECKING, Any
 from dlrig.errors import InputError, MissingExtraError
 from dlrig.inputs import check_readable_file
 from dlrig.outputs import ensure_directory, write_text_atomic
-from dlrig.report import envelope
+from dlrig.report import Progress, envelope, no_progress
 
 if TYPE_CHECKING:
     from dlrig.accept import levels
     from dlrig.accept.burnin import BurnIn
     from dlrig.accept.verdict import Verdict
+    from dlrig.bench import BenchReport
+    from dlrig.doctor import DoctorReport
+    from dlrig.machine.model import Machine
 
 # The rest of the package is imported where it is used: every burn-in load worker is
 # `python -m dlrig.accept.worker`, which imports this package first, and a worker must start
@@ -48,12 +50,6 @@ SCHEMA_NAME = "dlrig.accept"
 SCHEMA_VERSION = 1
 DOCUMENT_NAME = "accept.json"
 REPORT_NAME = "report.html"
-
-Progress = Callable[[str, float], None]
-
-
-def no_progress(label: str, fraction: float) -> None:
-    return None
 
 
 @dataclass(frozen=True)
@@ -78,8 +74,8 @@ class AcceptRun:
     stopped_by: str | None = None
     stop_signal: int | None = None  # the signal's number, to exit with it after writing
     stage: str | None = None  # the stage a signal stopped
-    doctor: dict[str, Any] | None = None
-    bench: dict[str, Any] | None = None
+    doctor: DoctorReport | None = None
+    bench: BenchReport | None = None  # the parts that ran, each result on its GPU
     bench_skipped: dict[str, str] = field(default_factory=dict)
     burn_in: BurnIn | None = None
     verdicts: list[Verdict] = field(default_factory=list)
@@ -98,8 +94,7 @@ class AcceptRun:
         options = self.options
         bench = None
         if self.bench is not None:
-            bench = dict(self.bench)
-            bench["skipped"] = dict(self.bench_skipped)
+            bench = {**self.bench.to_dict(), "skipped": dict(self.bench_skipped)}
         finished = self.finished_unix or time.time()
         burn = self.burn_in
         return envelope(
@@ -129,7 +124,7 @@ class AcceptRun:
                 "result": self.result,
                 "summary": self.summary,
                 "verdicts": [v.to_dict() for v in self.verdicts],
-                "doctor": self.doctor,
+                "doctor": self.doctor.to_dict() if self.doctor else None,
                 "bench": bench,
                 "burn_in": burn.to_dict() if burn else None,
             },
@@ -167,12 +162,9 @@ def _iso(unix: float) -> str:
     return datetime.fromtimestamp(unix, UTC).isoformat(timespec="seconds")
 
 
-def _hostname(doctor: dict[str, Any] | None) -> str | None:
-    if not doctor:
-        return None
-    origin = (doctor.get("machine") or {}).get("origin") or {}
-    host = origin.get("hostname")
-    return str(host) if host else None
+def _hostname(doctor: DoctorReport | None) -> str | None:
+    origin = doctor.machine.origin if doctor else None
+    return origin.hostname if origin and origin.hostname else None
 
 
 def default_out_dir() -> Path:
@@ -180,9 +172,14 @@ def default_out_dir() -> Path:
     return Path(f"accept-{socket.gethostname()}-{stamp}")
 
 
-def run(options: AcceptOptions, progress: Progress = no_progress) -> AcceptRun:
+def run(
+    options: AcceptOptions, *, machine: Machine | None = None, progress: Progress = no_progress
+) -> AcceptRun:
     """Doctor, bench, burn-in (or the replayed readings), then the verdicts. Bad input raises
-    InputError before anything runs; a stop signal ends the run early and is recorded."""
+    InputError before anything runs; a stop signal ends the run early and is recorded.
+
+    `machine`: the facts to judge instead of probing (or reading `options.replay` /
+    `options.machine` for them)."""
     from dlrig import lifecycle
     from dlrig.accept import burnin, judge, levels, stages
 
@@ -201,13 +198,14 @@ def run(options: AcceptOptions, progress: Progress = no_progress) -> AcceptRun:
     try:
         accepted.stage = "doctor"
         # Nothing is printed before the facts are in: an input error stays one line.
-        machine = stages.machine_snapshot(options.replay, options.machine)
+        if machine is None:
+            machine = stages.machine_snapshot(options.replay, options.machine)
         stages.check_gpu_indices(machine, options.gpu_indices)
         progress("doctor: checking the machine's facts", 0.0)
         accepted.doctor = stages.doctor_report(machine)
         if not options.replay:
             accepted.bench_skipped = skipped
-            accepted.bench = stages.empty_bench_document()
+            accepted.bench = stages.empty_bench_report()
             accepted.stage = "bench"
             stages.run_bench(
                 level,
@@ -245,7 +243,7 @@ def run(options: AcceptOptions, progress: Progress = no_progress) -> AcceptRun:
         accepted.finished_unix = time.time()
     accepted.verdicts = (
         (judge.from_burn_in(accepted.burn_in) if accepted.burn_in else [])
-        + judge.from_bench(accepted.bench)
+        + judge.from_bench(accepted.bench.results if accepted.bench else ())
         + judge.from_doctor(accepted.doctor)
     )
     accepted.summary = judge.summary(accepted.verdicts)

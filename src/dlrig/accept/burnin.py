@@ -18,13 +18,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlrig import lifecycle
 from dlrig.accept import loads
 from dlrig.accept.loads import Absent
 from dlrig.accept.series import GpuTrack, HostTrack, LoadTrack
 from dlrig.machine.model import Machine, XidEvent
+
+if TYPE_CHECKING:  # the monitor is imported when a live burn-in starts
+    from dlrig.monitor.reading import Reading
 
 Progress = Callable[[str, float], None]
 
@@ -43,7 +46,7 @@ class BurnIn:
     loads: list[LoadTrack] = field(default_factory=list)
     absent: list[Absent] = field(default_factory=list)
     xids: list[dict[str, Any]] = field(default_factory=list)  # during the run (or recorded)
-    monitor_readings: list[dict[str, Any]] = field(default_factory=list)
+    monitor_readings: list[Reading] = field(default_factory=list)
     stopped_by: str | None = None
     stop_signal: int | None = None
     load_pids: list[int] = field(default_factory=list)
@@ -64,7 +67,7 @@ class BurnIn:
             "host": None if self.host is None else self.host.to_dict(),
             "loads": [t.to_dict() for t in self.loads],
             "xids": self.xids,
-            "monitor_readings": self.monitor_readings,
+            "monitor_readings": [r.to_dict() for r in self.monitor_readings],
         }
 
 
@@ -192,7 +195,7 @@ def run_live(
         result.host = collector.host
         result.xids = [_xid_count(x) for x in collector.xids]
     readings = monitor.read_situation(recorder.sampler.history())
-    result.monitor_readings = [r.to_dict() for r in readings]
+    result.monitor_readings = list(readings)
     progress("burn-in: done", 1.0)
     return result
 

@@ -47,7 +47,9 @@ def throttle(track: GpuTrack) -> Verdict:
     vid, label = "burn_in.throttle", gpu_name(track)
     loaded = [i for i in busy(track) if track.clock_events[i] is not None]
     if not loaded:
-        return Verdict(vid, "skip", f"{label}: no reading under load", "burn-in", gpu=track.index)
+        return Verdict.of(
+            vid, "skip", f"{label}: no reading under load", "burn-in", gpu=track.index
+        )
     reasons = [set(track.clock_events[i] or ()) for i in loaded]
     thermal = sum(1 for r in reasons if r & THERMAL) / len(reasons)
     hardware = sum(1 for r in reasons if r & HARDWARE) / len(reasons)
@@ -70,7 +72,7 @@ def throttle(track: GpuTrack) -> Verdict:
     worst = max(thermal, hardware)
     if worst == 0:
         note = " (at its power limit part of the time: normal for matmuls)" if power else ""
-        return Verdict(
+        return Verdict.of(
             vid,
             "pass",
             f"{label} kept its clocks under load{note}",
@@ -100,7 +102,7 @@ def _throttling(
 ) -> Verdict:
     """A burn-in finding that a GPU runs slower than it should, with the throttling fix."""
     fix = fix_for("gpu_throttling", action)
-    return Verdict(vid, status, title, "burn-in", tuple(evidence), fix, "gpu_throttling", gpu)
+    return Verdict.of(vid, status, title, "burn-in", tuple(evidence), fix, "gpu_throttling", gpu)
 
 
 def power_limit(track: GpuTrack) -> Verdict:
@@ -108,7 +110,7 @@ def power_limit(track: GpuTrack) -> Verdict:
     limits = [v for v in track.column("power_limit_watts") if v is not None]
     default = track.power_default_limit_watts
     if not limits or not default:
-        return Verdict(
+        return Verdict.of(
             vid, "skip", f"{label}: power limit not recorded", "burn-in", gpu=track.index
         )
     limit = min(limits)
@@ -127,7 +129,7 @@ def power_limit(track: GpuTrack) -> Verdict:
             "accept the lower throughput knowingly)",
             track.index,
         )
-    return Verdict(
+    return Verdict.of(
         vid, "pass", f"{label} power limit at its default", "burn-in", evidence, gpu=track.index
     )
 
@@ -145,7 +147,7 @@ def _trend(times: list[float], values: list[float]) -> tuple[float, float] | Non
 def clock_sag(track: GpuTrack, load: LoadTrack | None, replay: bool) -> Verdict:
     vid, label = "burn_in.clock_sag", gpu_name(track)
     if replay:
-        return Verdict(
+        return Verdict.of(
             vid,
             "skip",
             f"{label}: a sag needs readings over time, not recorded states",
@@ -163,7 +165,7 @@ def clock_sag(track: GpuTrack, load: LoadTrack | None, replay: bool) -> Verdict:
             tflops_trend = _trend([t for t, _ in pairs], [v for _, v in pairs])
     if clock_trend is None and tflops_trend is None:
         span = times[-1] - times[0] if len(times) > 1 else 0.0
-        return Verdict(
+        return Verdict.of(
             vid,
             "skip",
             f"{label}: {span:.0f} s under load is too short to judge a sag "
@@ -196,7 +198,7 @@ def clock_sag(track: GpuTrack, load: LoadTrack | None, replay: bool) -> Verdict:
             "the GPU heats up and lowers its clocks: check the cooling",
             track.index,
         )
-    return Verdict(
+    return Verdict.of(
         vid,
         "pass",
         f"{label} held its speed over the burn-in",
@@ -250,7 +252,7 @@ def peers(tracks: Sequence[GpuTrack], loads_by_gpu: dict[int, LoadTrack]) -> lis
             )
         else:
             verdicts.append(
-                Verdict(
+                Verdict.of(
                     "burn_in.peers",
                     "pass",
                     f"{len(figures)} × {name} within {1 - PEER_BELOW:.0%} of each other",
@@ -270,7 +272,9 @@ def pcie(track: GpuTrack, replay: bool) -> Verdict:
         "pcie.link.width.current,pcie.link.width.max --format=csv"
     )
     if not widths:
-        return Verdict(vid, "skip", f"{label}: PCIe link not recorded", "burn-in", gpu=track.index)
+        return Verdict.of(
+            vid, "skip", f"{label}: PCIe link not recorded", "burn-in", gpu=track.index
+        )
     problems = []
     wmax = track.pcie_width_max
     if wmax and min(widths) < wmax:
@@ -296,7 +300,7 @@ def pcie(track: GpuTrack, replay: bool) -> Verdict:
         + (check,)
     )
     if problems:
-        return Verdict(
+        return Verdict.of(
             vid,
             "fail",
             f"{label} PCIe: " + "; ".join(problems),
@@ -311,7 +315,7 @@ def pcie(track: GpuTrack, replay: bool) -> Verdict:
             track.index,
         )
     if new_replays:
-        return Verdict(
+        return Verdict.of(
             vid,
             "warn",
             f"{label}: {new_replays:.0f} PCIe replay(s) during the burn-in",
@@ -325,6 +329,6 @@ def pcie(track: GpuTrack, replay: bool) -> Verdict:
             track.index,
         )
     link = f"x{max(widths):.0f}" + (f", Gen{max(gens):.0f} under load" if gens else "")
-    return Verdict(
+    return Verdict.of(
         vid, "pass", f"{label} PCIe link steady at {link}", "burn-in", evidence, gpu=track.index
     )

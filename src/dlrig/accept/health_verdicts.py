@@ -31,7 +31,7 @@ def memory_errors(track: GpuTrack, replay: bool) -> Verdict:
     when = "in the recording" if replay else "during the burn-in"
     check = f"check: nvidia-smi -i {track.index} -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER"
     if track.remap_failure:
-        return Verdict(
+        return Verdict.of(
             vid,
             "fail",
             f"{label} failed to remap a memory row",
@@ -42,7 +42,7 @@ def memory_errors(track: GpuTrack, replay: bool) -> Verdict:
             track.index,
         )
     if new_unc:
-        return Verdict(
+        return Verdict.of(
             vid,
             "fail",
             f"{label}: {new_unc:.0f} uncorrectable ECC error(s) {when}",
@@ -59,7 +59,7 @@ def memory_errors(track: GpuTrack, replay: bool) -> Verdict:
             evidence.insert(0, f"{new_cor:.0f} corrected ECC error(s) {when}")
         if pending:
             evidence.insert(0, "a page retirement or row remap is pending (takes effect at reset)")
-        return Verdict(
+        return Verdict.of(
             vid,
             "warn",
             f"{label}: memory errors corrected {when}",
@@ -70,14 +70,14 @@ def memory_errors(track: GpuTrack, replay: bool) -> Verdict:
             track.index,
         )
     if not uncorrected and not corrected:
-        return Verdict(
+        return Verdict.of(
             vid,
             "skip",
             f"{label}: ECC not reported (off or not supported)",
             "burn-in",
             gpu=track.index,
         )
-    return Verdict(vid, "pass", f"{label}: no ECC errors {when}", "burn-in", gpu=track.index)
+    return Verdict.of(vid, "pass", f"{label}: no ECC errors {when}", "burn-in", gpu=track.index)
 
 
 def availability(track: GpuTrack) -> Verdict | None:
@@ -88,7 +88,7 @@ def availability(track: GpuTrack) -> Verdict | None:
         return None
     cause = "gpu_fell_off_bus" if lost else "xid_error"
     what = "fell off the bus" if lost else "stopped answering NVML"
-    return Verdict(
+    return Verdict.of(
         "burn_in.availability",
         "fail",
         f"{gpu_name(track)} {what} during the burn-in ({lost + hung} reading(s))",
@@ -106,7 +106,7 @@ def xid(events: Sequence[dict[str, Any]], replay: bool) -> list[Verdict]:
 
     if not events:
         when = "in the recording" if replay else "during the burn-in"
-        return [Verdict("burn_in.xid", "pass", f"no Xid events {when}", "burn-in")]
+        return [Verdict.of("burn_in.xid", "pass", f"no Xid events {when}", "burn-in")]
     by_subject: dict[str, list[dict[str, Any]]] = {}
     for event in events:
         subject = (
@@ -136,7 +136,7 @@ def xid(events: Sequence[dict[str, Any]], replay: bool) -> list[Verdict]:
             else ("gpu_ecc_error" if code in MEMORY_XIDS else "xid_error")
         )
         verdicts.append(
-            Verdict(
+            Verdict.of(
                 "burn_in.xid",
                 "warn" if worst.get("severity") == "info" else "fail",
                 f"Xid {code} ({worst.get('name') or 'unknown code'}) on {subject}"

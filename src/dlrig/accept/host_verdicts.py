@@ -26,7 +26,9 @@ _WHAT = {
 
 def absent(items: Sequence[Absent]) -> list[Verdict]:
     return [
-        Verdict(f"burn_in.{a.part.replace(' ', '_')}", "skip", f"{a.part}: {a.reason}", "burn-in")
+        Verdict.of(
+            f"burn_in.{a.part.replace(' ', '_')}", "skip", f"{a.part}: {a.reason}", "burn-in"
+        )
         for a in items
     ]
 
@@ -49,10 +51,10 @@ def host_load(track: LoadTrack) -> Verdict:
     name, metric, unit = _WHAT[track.kind]
     vid = f"burn_in.{track.kind}"
     if track.error:
-        return Verdict(vid, "warn", f"{name} load stopped: {track.error}", "burn-in")
+        return Verdict.of(vid, "warn", f"{name} load stopped: {track.error}", "burn-in")
     median = _median(track, metric)
     if median is None:
-        return Verdict(vid, "skip", f"{name} load reported nothing (too short?)", "burn-in")
+        return Verdict.of(vid, "skip", f"{name} load reported nothing (too short?)", "burn-in")
     workers = f" on {track.workers} core(s)" if track.kind == "cpu" else ""
     evidence = [f"median {median:.1f} {unit}{workers} over {len(track.t)} interval(s)"]
     trend = _sag(track, metric)
@@ -61,7 +63,7 @@ def host_load(track: LoadTrack) -> Verdict:
         evidence.append(f"{first:.1f} at the start, {last:.1f} at the end")
         drop = 1 - last / first if first else 0.0
         if drop >= HOST_SAG_WARN:
-            return Verdict(
+            return Verdict.of(
                 vid,
                 "warn",
                 f"{name} throughput fell {drop:.0%} over the burn-in",
@@ -70,7 +72,7 @@ def host_load(track: LoadTrack) -> Verdict:
                 "check the CPU's cooling and power settings (`cpupower frequency-info`, BIOS "
                 "power profile) and what else ran on the host",
             )
-    return Verdict(vid, "pass", f"{name} sustained the load", "burn-in", tuple(evidence))
+    return Verdict.of(vid, "pass", f"{name} sustained the load", "burn-in", tuple(evidence))
 
 
 def disk_load(track: LoadTrack) -> Verdict:
@@ -78,7 +80,7 @@ def disk_load(track: LoadTrack) -> Verdict:
     where = track.detail.get("file")
     mismatched = sum(v or 0.0 for v in track.column("mismatched_chunks"))
     if mismatched:
-        return Verdict(
+        return Verdict.of(
             vid,
             "fail",
             f"the disk returned other data than was written ({mismatched:.0f} chunk(s) of 16 MiB)",
@@ -89,7 +91,7 @@ def disk_load(track: LoadTrack) -> Verdict:
         )
     if track.error:
         full = track.detail.get("errno") == errno.ENOSPC
-        return Verdict(
+        return Verdict.of(
             vid,
             "fail",
             f"the disk load failed: {track.error}",
@@ -100,14 +102,14 @@ def disk_load(track: LoadTrack) -> Verdict:
         )
     write, read = _median(track, "write_mb_s"), _median(track, "read_mb_s")
     if write is None and read is None:
-        return Verdict(vid, "skip", "the disk load reported nothing (too short?)", "burn-in")
+        return Verdict.of(vid, "skip", "the disk load reported nothing (too short?)", "burn-in")
     figures = []
     if write is not None:
         figures.append(f"writes with fsync {write:.0f} MB/s")
     if read is not None:
         figures.append(f"reads {read:.0f} MB/s")
     evidence = (", ".join(figures) + " (medians)", f"file {where}, every byte read back checked")
-    return Verdict(
+    return Verdict.of(
         vid,
         "pass",
         "the disk sustained the load and returned what was written",
@@ -120,7 +122,7 @@ def gpu_load(track: LoadTrack) -> Verdict | None:
     """A GPU that could not be loaded: its verdicts under load are then not judged."""
     if not track.error:
         return None
-    return Verdict(
+    return Verdict.of(
         "burn_in.gpu_load",
         "warn",
         f"GPU {track.subject} could not be loaded: {track.error}",

@@ -9,11 +9,16 @@ before warnings, and at one status the burn-in's evidence before bench's before 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlrig.accept import gpu_verdicts, health_verdicts, host_verdicts
 from dlrig.accept.burnin import BurnIn
 from dlrig.accept.verdict import SOURCES, Verdict, rank
+from dlrig.report import Status, rounded
+
+if TYPE_CHECKING:
+    from dlrig.bench.results import BenchResult
+    from dlrig.doctor import DoctorReport
 
 # Parts that measure hardware: falling short is a failed acceptance. The others measure how
 # software is set up (DataLoader settings, a packed format): falling short is advice.
@@ -30,69 +35,67 @@ COVERS = {
 }
 
 
-def from_doctor(document: dict[str, Any] | None) -> list[Verdict]:
-    if not document:
+def from_doctor(report: DoctorReport | None) -> list[Verdict]:
+    """Doctor's failing and warning checks, as verdicts."""
+    if report is None:
         return []
-    verdicts = []
-    for check in document.get("checks", []):
-        if check["status"] not in ("fail", "warn"):
-            continue
-        verdicts.append(
-            Verdict(
-                f"doctor.{check['id']}",
-                check["status"],
-                check["title"],
-                "doctor",
-                tuple(check.get("evidence") or ()),
-                check.get("fix"),
-                check.get("cause"),
-            )
+    return [
+        Verdict.of(
+            f"doctor.{check.id}",
+            check.status,
+            check.title,
+            "doctor",
+            check.evidence,
+            check.fix,
+            check.cause,
         )
-    return verdicts
+        for check in report.checks
+        if check.status.is_problem
+    ]
 
 
-def from_bench(document: dict[str, Any] | None) -> list[Verdict]:
-    if not document:
-        return []
+def from_bench(results: Sequence[BenchResult]) -> list[Verdict]:
+    """Bench's results, as verdicts: a hardware part short of its expectation fails the
+    acceptance, a software part's (DataLoader settings, a packed format) is advice."""
     verdicts = []
-    for result in document.get("results", []):
-        part, test, verdict = result["part"], result["test"], result["verdict"]
-        gpu = result.get("gpu_index")
+    for result in results:
+        part, test, gpu = result.part, result.test, result.gpu_index
         where = f" on GPU {gpu}" if gpu is not None else ""
         hardware = part in HARDWARE_PARTS
-        value, unit = result.get("value"), result.get("unit") or ""
-        figure = f"{value:g} {unit}" if isinstance(value, int | float) else "no figure"
-        expected = result.get("expected")
-        evidence = [
-            figure + (f" of {expected:g} expected ({result.get('percent')}%)" if expected else "")
-        ]
-        if result.get("note"):
-            evidence.append(str(result["note"]))
-        if verdict == "ok":
-            status, title = "pass", f"{part} {test}{where}: {figure}"
-        elif verdict == "info":
+        value, unit = result.value, result.unit
+        figure = f"{value:g} {unit}" if value is not None else "no figure"
+        expected, percent = result.expected, rounded(result.percent, 1)
+        evidence = [figure + (f" of {expected:g} expected ({percent}%)" if expected else "")]
+        if result.note:
+            evidence.append(result.note)
+        status: Status
+        if result.status is Status.OK:
+            status, title = Status.OK, f"{part} {test}{where}: {figure}"
+        elif result.status is Status.NOT_JUDGED:
             # A figure with nothing to hold it against (no catalogue peak for this device) was
             # measured, not judged: never a pass.
-            status = "skip"
+            status = Status.NOT_JUDGED
             title = f"{part} {test}{where}: {figure}, not judged (no expectation for this device)"
-        elif verdict == "low":
-            status = "fail" if hardware else "warn"
+        elif result.status is Status.WARN:  # low
+            status = Status.FAIL if hardware else Status.WARN
             title = f"{part} {test}{where} below expectation: {figure}" + (
-                f", {result.get('percent')}% of {expected:g}" if expected else ""
+                f", {percent}% of {expected:g}" if expected else ""
             )
-        elif verdict == "fail":
-            status, title = ("fail" if hardware else "warn"), f"{part} {test}{where} could not run"
+        elif result.status is Status.FAIL:  # could not run
+            status = Status.FAIL if hardware else Status.WARN
+            title = f"{part} {test}{where} could not run"
         else:
             continue  # skip: listed in the bench section with its reason
+        passed = status is Status.OK
         verdicts.append(
-            Verdict(
-                f"bench.{part}.{test}",
+            Verdict.of(
+                result.id,
                 status,
                 title,
                 "bench",
                 tuple(evidence),
-                result.get("fix") if status != "pass" else None,
-                result.get("cause") if status != "pass" else None,
+                None if passed else result.fix,
+                None if passed else result.cause,
                 gpu,
             )
         )
@@ -132,10 +135,10 @@ def from_burn_in(burn_in: BurnIn) -> list[Verdict]:
 def summary(verdicts: Sequence[Verdict]) -> dict[str, Any]:
     counts = {status: 0 for status in ("fail", "warn", "pass", "skip")}
     for verdict in verdicts:
-        counts[verdict.status] = counts.get(verdict.status, 0) + 1
-    problems = [v for v in verdicts if v.status in ("fail", "warn")]
+        counts[verdict.word] = counts.get(verdict.word, 0) + 1
+    problems = [v for v in verdicts if v.status.is_problem]
     order = {id(v): n for n, v in enumerate(verdicts)}
-    problems.sort(key=lambda v: (rank(v.status), SOURCES.index(v.source), order[id(v)]))
+    problems.sort(key=lambda v: (rank(v.word), SOURCES.index(v.source), order[id(v)]))
     groups: dict[object, list[Verdict]] = {}
     covered: dict[str, object] = {}  # a doctor check id -> the burn-in group that covers it
     for verdict in problems:
@@ -151,7 +154,7 @@ def summary(verdicts: Sequence[Verdict]) -> dict[str, Any]:
         lead = members[0]
         first.append(
             {
-                "status": lead.status,
+                "status": lead.word,
                 "title": lead.title,
                 "fix": lead.fix or next((m.fix for m in members if m.fix), None),
                 "cause": lead.cause,

@@ -7,16 +7,19 @@ part that finished, and the progress says which part runs.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlrig.accept.levels import Level
 from dlrig.errors import InputError, MissingExtraError
 from dlrig.machine.model import Machine, XidEvent
+from dlrig.report import Progress
 
-Progress = Callable[[str, float], None]
+if TYPE_CHECKING:  # both command packages are imported when their stage runs
+    from dlrig.bench import BenchReport
+    from dlrig.doctor import DoctorReport
+
 PER_GPU_PARTS = ("compute", "memory")
 
 
@@ -61,17 +64,10 @@ def check_gpu_indices(machine: Machine, indices: Sequence[int]) -> None:
             )
 
 
-def doctor_report(machine: Machine) -> dict[str, Any]:
+def doctor_report(machine: Machine) -> DoctorReport:
     from dlrig import doctor
 
-    document: dict[str, Any] = doctor.run(machine).to_dict()
-    return document
-
-
-@dataclass
-class BenchStage:
-    document: dict[str, Any]  # a dlrig.bench document of the parts that ran
-    skipped: dict[str, str] = field(default_factory=dict)  # part -> why it did not run
+    return doctor.run(machine=machine)
 
 
 def bench_parts(level: Level, skip: Sequence[str]) -> tuple[list[str], dict[str, str]]:
@@ -103,11 +99,12 @@ def run_bench(
     gpu_indices: Sequence[int],
     storage_dir: Path,
     progress: Progress,
-    document: dict[str, Any],
+    collected: BenchReport,
     skipped: dict[str, str],
 ) -> None:
-    """Run `parts` into `document` (a dlrig.bench document filled in as each part finishes);
-    a part that needs a missing extra (torch) goes into `skipped` with the install line."""
+    """Run `parts` into `collected` (filled in as each part finishes, a part run on each GPU
+    saying which); a part that needs a missing extra (torch) goes into `skipped` with the
+    install line."""
     from dlrig import bench
 
     # torch numbers GPUs fastest-first unless told otherwise, NVML by PCI bus: make torch's
@@ -122,6 +119,7 @@ def run_bench(
             steps.append((part, indices[0]))
     for position, (part, index) in enumerate(steps):
         options = bench.BenchOptions(
+            parts=(part,),
             gpu_index=index,
             path=str(storage_dir) if part in ("storage", "pack") else None,
             size_bytes=level.storage_bytes,
@@ -135,23 +133,21 @@ def run_bench(
         if part in skipped:
             continue  # its extra is missing: said once
         try:
-            report = bench.run([part], options, machine, step)
+            report = bench.run(options, machine=machine, progress=step)
         except MissingExtraError as exc:
             skipped[part] = exc.one_line()
             continue
-        if document.get("device") is None:
-            document["device"] = report.to_dict()["device"]
+        if collected.device is None:
+            collected.device = report.device
         on_gpu = report.device is not None and report.device.kind == "cuda"
-        for result in report.to_dict()["results"]:
-            if part in PER_GPU_PARTS and on_gpu:
-                result["gpu_index"] = index
-            document["results"].append(result)
+        for result in report.results:
+            collected.results.append(
+                result.on_gpu(index) if part in PER_GPU_PARTS and on_gpu else result
+            )
 
 
-def empty_bench_document() -> dict[str, Any]:
-    from dlrig import bench
-    from dlrig.report import envelope
+def empty_bench_report() -> BenchReport:
+    """The bench report accept fills in part by part (no machine: accept's document has it)."""
+    from dlrig.bench import BenchReport
 
-    return envelope(
-        bench.SCHEMA_NAME, bench.SCHEMA_VERSION, {"machine": None, "device": None, "results": []}
-    )
+    return BenchReport(machine=None, device=None)

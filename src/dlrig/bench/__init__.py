@@ -9,13 +9,13 @@ Python API, one function per part plus the suite:
     bench.comms.run(device, processes=2)               # collectives: time, algbw, busbw
     bench.storage.run("/data/imagenet")                # seq/random reads, MB/s, IOPS (+ fio)
     results, search = bench.dataloader.run("mypkg.data:make_dataset")
-    report = bench.run(["compute", "memory"])          # the suite, with the machine snapshot
+    report = bench.run(bench.BenchOptions(parts=("compute", "memory")))  # the suite
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,7 @@ PARTS = ("compute", "memory", "comms", "storage", "dataloader", "pack")
 
 @dataclass(frozen=True)
 class BenchOptions:
+    parts: tuple[str, ...] = ()  # of PARTS; () = every part
     device: str = "auto"  # auto | cuda | cpu
     gpu_index: int = 0
     path: str | None = None  # storage: a dataset directory (test file) or a file to read
@@ -79,16 +80,25 @@ class BenchReport:
             "schema": SCHEMA_NAME,
             "schema_version": SCHEMA_VERSION,
             "machine": self.machine.to_dict() if self.machine is not None else None,
-            "device": None
-            if self.device is None
-            else {
-                "kind": self.device.kind,
-                "index": self.device.index,
-                "name": self.device.name,
-                "catalogue_id": self.device.spec.id if self.device.spec else None,
-            },
+            "device": None if self.device is None else self.device.to_dict(),
             "results": [r.to_dict() for r in self.results],
         }
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> BenchReport:
+        """The typed report from a saved `dlrig bench --json` (or the bench of an accept
+        document); ValueError names what does not fit."""
+        if document.get("schema") != SCHEMA_NAME:
+            raise ValueError(f"not a dlrig bench document (schema {document.get('schema')!r})")
+        results = document.get("results")
+        if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+            raise ValueError("bench document: `results` is not a list of objects")
+        machine, device = document.get("machine"), document.get("device")
+        return cls(
+            machine=Machine.from_dict(machine) if isinstance(machine, dict) else None,
+            device=BenchDevice.from_dict(device) if isinstance(device, dict) else None,
+            results=[BenchResult.from_dict(result) for result in results],
+        )
 
 
 def _run_part(
@@ -132,7 +142,7 @@ def _run_part(
     if part == "storage":
         if options.path is None:
             return [
-                BenchResult(
+                BenchResult.of(
                     "storage",
                     "seq_read",
                     None,
@@ -177,13 +187,17 @@ def _gpu_of(machine: Machine | None, device: BenchDevice) -> Gpu | None:
 
 
 def run(
-    parts: Sequence[str] = (),
     options: BenchOptions | None = None,
+    *,
     machine: Machine | None = None,
     progress: Progress = no_progress,
 ) -> BenchReport:
-    """Run `parts` (all of them by default) and return every result, in part order."""
+    """Run `options.parts` (all of them by default) and return every result, in part order.
+
+    `machine`: this machine's snapshot (`dlrig.machine.probe.collect()`), which names the CPU
+    and finds each GPU's PCIe link; None measures without it."""
     options = options or BenchOptions()
+    parts = options.parts
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         raise InputError(f"no bench part named {unknown[0]!r}", fix=f"pick from {', '.join(PARTS)}")
@@ -215,7 +229,7 @@ def run(
             # others still run.
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
             report.results.append(
-                BenchResult(
+                BenchResult.of(
                     part, "run", None, "", verdict="fail", note=f"{type(exc).__name__}: {first}"
                 )
             )

@@ -235,7 +235,7 @@ def run(
         ranks = processes or (torch.cuda.device_count() if use_cuda else 2)
         if ranks < 2:
             return [
-                BenchResult(
+                BenchResult.of(
                     "comms",
                     op,
                     None,

@@ -212,7 +212,7 @@ def run(
         used += spent
         if not per_size:
             results.append(
-                BenchResult(
+                BenchResult.of(
                     "compute", f"{dtype}_matmul", None, "TFLOP/s", verdict="skip", note=error
                 )
             )

@@ -393,7 +393,7 @@ def run(
     default = found.default
     speedup = best.samples_per_s / default.samples_per_s if default else None
     results = [
-        BenchResult(
+        BenchResult.of(
             "dataloader",
             "best_settings",
             round(best.samples_per_s, 1),
@@ -421,7 +421,7 @@ def run(
     if default is not None:
         low = speedup is not None and speedup >= 1.5
         results.append(
-            BenchResult(
+            BenchResult.of(
                 "dataloader",
                 "default_settings",
                 round(default.samples_per_s, 1),

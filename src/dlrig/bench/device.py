@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,25 @@ class BenchDevice:
     spec: GpuSpec | None  # the catalogue's entry for a GPU, when it knows it
     compute_capability: tuple[int, int] | None = None
     uuid: str | None = None  # "GPU-…", as NVML spells it
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a bench document says of the device: kind, index, name, catalogue id."""
+        return {
+            "kind": self.kind,
+            "index": self.index,
+            "name": self.name,
+            "catalogue_id": self.spec.id if self.spec else None,
+        }
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> BenchDevice:
+        """The device of a saved bench document (its catalogue entry looked up again)."""
+        kind, index, name = document.get("kind"), document.get("index"), document.get("name")
+        if kind not in ("cuda", "cpu") or not isinstance(index, int) or not isinstance(name, str):
+            raise ValueError("bench device: needs kind (cuda or cpu), an integer index and a name")
+        catalogue_id = document.get("catalogue_id")
+        spec = gpus.catalogue().get(catalogue_id) if isinstance(catalogue_id, str) else None
+        return cls(kind, index, name, spec)
 
     @property
     def torch_device(self) -> str:

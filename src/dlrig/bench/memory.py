@@ -63,7 +63,7 @@ def run(
         dst = torch.empty_like(src)
         seconds = _seconds(device, lambda d=dst, s=src: d.copy_(s), repeats)
         results.append(
-            BenchResult(
+            BenchResult.of(
                 "memory",
                 "host_copy",
                 round(2 * size / seconds / 1e9, 2),
@@ -133,7 +133,7 @@ def run(
         )
         if pinned and not link_known:
             results.append(
-                BenchResult(
+                BenchResult.of(
                     "memory",
                     test,
                     value,
@@ -161,12 +161,12 @@ def run(
         else:
             # Pageable copies are slower by design; say how much pinning would gain.
             results.append(
-                BenchResult("memory", test, value, "GB/s", link, "info", _PAGEABLE_FIX, note)
+                BenchResult.of("memory", test, value, "GB/s", link, "info", _PAGEABLE_FIX, note)
             )
     width_now = gpu.pcie.width_current if gpu is not None else None
     if width_now and width_max and width_now < width_max:
         results.append(
-            BenchResult(
+            BenchResult.of(
                 "memory",
                 "pcie_link_width",
                 float(width_now),

@@ -216,7 +216,7 @@ def run(
             ]
         else:
             refused.append(
-                BenchResult(
+                BenchResult.of(
                     "pack", "cold_full", None, "samples/s", verdict="skip",
                     note=f"fully cold not measured: {why}; the 5x target is judged on page-level cold",
                 )
@@ -254,7 +254,7 @@ def run(
         if not verified:
             note += f"; cache NOT {case.cache} as asked: {100 * resident:.1f}% resident before"
         results.append(
-            BenchResult(
+            BenchResult.of(
                 "pack",
                 case.test,
                 round(rate, 1),
@@ -323,7 +323,7 @@ def _speedups(figures: dict[Case, float]) -> list[BenchResult]:
                 )
             )
         else:
-            results.append(BenchResult("pack", test, round(ratio, 2), "x", note=note))
+            results.append(BenchResult.of("pack", test, round(ratio, 2), "x", note=note))
     return results
 
 
@@ -331,7 +331,7 @@ def run_part(path: str | None, quick: bool, progress: Progress = no_progress) ->
     """`dlrig bench pack --path DST`: the pack against its loose files."""
     if path is None or not (Path(path) / "manifest.json").is_file():
         return [
-            BenchResult(
+            BenchResult.of(
                 "pack",
                 "read",
                 None,

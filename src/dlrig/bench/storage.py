@@ -306,7 +306,7 @@ def _measure(
             unjudged = "; DataLoader workers issue reads in parallel and get more"
         if unjudged is not None:
             results.append(
-                BenchResult(
+                BenchResult.of(
                     "storage",
                     test,
                     value,

@@ -154,7 +154,7 @@ def accept_command(
         skip=skip,
     )
     with _Progress() as progress:
-        result = accept.run(options, progress)
+        result = accept.run(options, progress=progress)
     written = [str(p) for p in result.write()]
     document = result.to_dict()
     history = document["files"]["history_db"]

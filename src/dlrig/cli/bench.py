@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -105,6 +106,7 @@ def bench_command(
             fix="drop --gpu-index to measure the CPU, or run `dlrig doctor` to see why",
         )
     options = bench.BenchOptions(
+        parts=tuple(parts),
         device=device,
         gpu_index=gpu_index,
         path=path,
@@ -122,7 +124,7 @@ def bench_command(
         plots.pyplot()
     if comms.launched_by_torchrun():
         # Under torchrun every rank runs this; rank 0 alone reports.
-        report = bench.run(["comms"], options)
+        report = bench.run(dataclasses.replace(options, parts=("comms",)))
         import os
 
         if os.environ.get("RANK", "0") == "0":
@@ -132,7 +134,7 @@ def bench_command(
 
     machine = probe.collect()
     with progress_bar("starting") as progress:
-        report = bench.run(parts, options, machine, progress)
+        report = bench.run(options, machine=machine, progress=progress)
     _print(report, as_json)
     if directory is not None:
         write_text_atomic(directory / "bench.json", json.dumps(report.to_dict(), indent=2) + "\n")

@@ -158,7 +158,7 @@ def doctor_command(
         min_cpu_cores_per_gpu=min_cores_per_gpu,
         data_paths=tuple(data_paths),
     )
-    report = doctor.run(machine, options)
+    report = doctor.run(options, machine=machine)
     if as_json:
         print_json(report.to_dict())
     elif markdown:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,6 +29,9 @@ from dlrig.fit.options import (
     WEIGHT_FORMATS,
 )
 from dlrig.report import envelope
+
+if TYPE_CHECKING:
+    from dlrig.machine.model import Machine
 
 EPILOG = (
     "Exit codes: 0 it fits (or the listing was printed); 1 it does not fit (the report says "
@@ -231,10 +234,10 @@ def fit_command(**params: Any) -> None:
 
     with user_cache():
         if as_json or not err.is_terminal or analytic:
-            result = fit.estimate(options, machine=machine)
+            result = fit.run(options, machine=machine)
         else:
             with err.status(f"tracing a training step of {model} on fake tensors…"):
-                result = fit.estimate(options, machine=machine)
+                result = fit.run(options, machine=machine)
     from dlrig.fit.render import render_text
 
     print_report(result, as_json, render_text)
@@ -242,7 +245,7 @@ def fit_command(**params: Any) -> None:
         sys.exit(1)
 
 
-def _this_machine() -> object:
+def _this_machine() -> Machine | None:
     """This machine's GPUs through NVML (no CUDA initialisation), or None."""
     from dlrig.machine import nvidia
     from dlrig.machine.model import Machine, Origin

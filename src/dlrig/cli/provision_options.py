@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -21,6 +21,8 @@ from dlrig.cli.common import (
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+    from dlrig.provision import TargetOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -133,7 +135,8 @@ def generate_target(
     params and `given` (see `options_from`), the facts from the fact options."""
     from dlrig import provision
 
-    options = options_from(options_type, params, **given)  # leaves the fact options in params
+    # options_type is the subcommand's target's options class, one of TargetOptions
+    options = cast("TargetOptions", options_from(options_type, params, **given))
     facts = gather_facts(ctx, params, probe_by_default)
     emit(provision.generate(target, facts, options=options), params)
 

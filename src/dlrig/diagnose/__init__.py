@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from dlrig import causes as cause_vocabulary
+from dlrig import report
 from dlrig.diagnose import advice
 from dlrig.diagnose.rank import Ranked, rank
 from dlrig.diagnose.scanner import Scanner
@@ -23,7 +24,7 @@ from dlrig.errors import InputError
 from dlrig.inputs import check_readable_file
 from dlrig.knowledge import signatures as signature_knowledge
 from dlrig.machine.model import Machine
-from dlrig.report import envelope
+from dlrig.report import Progress, envelope, no_progress
 
 SCHEMA_VERSION = 2
 
@@ -38,15 +39,17 @@ class Evidence:
         return {"source": self.source, "line": self.line, "text": self.text}
 
 
-@dataclass(frozen=True)
-class Finding:
-    cause: str
+@dataclass(frozen=True, kw_only=True)
+class Finding(report.Finding):
+    """A cause of the crash: the root (status fail) or a secondary one (warn), with the log
+    `lines` that show it; `evidence` is those lines as text ("train.log:812: ...") and `fix`
+    the first of `fixes`."""
+
     role: str  # root | secondary
     confidence: float
-    title: str
     explanation: str
     reason: str
-    evidence: tuple[Evidence, ...]
+    lines: tuple[Evidence, ...]
     fixes: tuple[str, ...]
     signatures: tuple[str, ...]
     ranks: tuple[int, ...]
@@ -54,6 +57,43 @@ class Finding:
     # The numbers the fixes were computed from (bytes, batch sizes), for scripts: --json's
     # `figures` ("new_batch_size", "new_grad_accum", "needed_bytes", ...).
     figures: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        cause: str,
+        role: str,
+        title: str,
+        lines: tuple[Evidence, ...],
+        fixes: tuple[str, ...],
+        *,
+        confidence: float,
+        explanation: str,
+        reason: str,
+        signatures: tuple[str, ...] = (),
+        ranks: tuple[int, ...] = (),
+        references: tuple[str, ...] = (),
+        figures: dict[str, float] | None = None,
+    ) -> Finding:
+        return cls(
+            id=f"diagnose.{cause}",
+            status=report.Status.FAIL if role == "root" else report.Status.WARN,
+            title=title,
+            source="diagnose",
+            evidence=tuple(f"{e.source}:{e.line}: {e.text}" for e in lines),
+            fix=fixes[0] if fixes else None,
+            cause=cause,
+            role=role,
+            lines=lines,
+            fixes=fixes,
+            confidence=confidence,
+            explanation=explanation,
+            reason=reason,
+            signatures=signatures,
+            ranks=ranks,
+            references=references,
+            figures=figures or {},
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,7 +103,7 @@ class Finding:
             "title": self.title,
             "explanation": self.explanation,
             "reason": self.reason,
-            "evidence": [e.to_dict() for e in self.evidence],
+            "evidence": [e.to_dict() for e in self.lines],
             "fixes": list(self.fixes),
             "signatures": list(self.signatures),
             "ranks": list(self.ranks),
@@ -179,15 +219,15 @@ def _finding(ranked: Ranked, facts: dict[str, str], machine: Machine | None) -> 
     evidence.sort(key=lambda e: (e.source, e.line))
     if candidate.notes:
         explanation = (explanation or cause.explanation) + " (" + "; ".join(candidate.notes) + ")"
-    return Finding(
-        cause=candidate.cause,
-        role=ranked.role,
+    return Finding.of(
+        candidate.cause,
+        ranked.role,
+        cause.title,
+        tuple(evidence),
+        tuple(fixes),
         confidence=ranked.confidence,
-        title=cause.title,
         explanation=explanation or cause.explanation,
         reason=ranked.reason,
-        evidence=tuple(evidence),
-        fixes=tuple(fixes),
         signatures=tuple(sorted({h.signature.id for h in hits})),
         ranks=tuple(sorted(candidate.ranks)),
         references=tuple(references),
@@ -301,13 +341,57 @@ def diagnose_paths(paths: Iterable[Path | str], machine: Machine | None = None) 
 def diagnose_stream(
     stream: BinaryIO, source: str = "<stdin>", machine: Machine | None = None
 ) -> Diagnosis:
+    """Diagnose a log read from a binary stream (`dlrig diagnose -`: stdin), named `source`
+    in the evidence."""
     session = Session(machine)
     session.scanner.feed_from(stream, source)
     return session.finish()
 
 
 def diagnose_text(text: str, machine: Machine | None = None) -> Diagnosis:
+    """Diagnose a log given as text (a paste), named "<text>" in the evidence."""
     session = Session(machine)
     session.start("<text>")
     session.feed(text.encode("utf-8"))
     return session.finish()
+
+
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """What `dlrig diagnose` reads: log files (one per rank are one run), or a text."""
+
+    paths: tuple[Path | str, ...] = ()
+    text: str | None = None  # a pasted log instead of files
+
+
+def run(
+    options: DiagnoseOptions, *, machine: Machine | None = None, progress: Progress = no_progress
+) -> Diagnosis:
+    """Diagnose the logs of `options`: the root cause, secondary ones, their evidence and fixes.
+
+    `machine`: this machine's facts (`dlrig doctor --save`), which make the fixes concrete
+    (the driver to install, the batch size that fits the GPU's memory)."""
+    if (options.text is None) == (not options.paths):
+        raise InputError(
+            "diagnose: give log files or a text, one of them", fix="e.g. paths=('train.log',)"
+        )
+    progress("diagnose: reading the logs", 0.0)
+    if options.text is not None:
+        diagnosis = diagnose_text(options.text, machine)
+    else:
+        diagnosis = diagnose_paths(options.paths, machine)
+    progress("diagnose: done", 1.0)
+    return diagnosis
+
+
+__all__ = [
+    "DiagnoseOptions",
+    "Diagnosis",
+    "Evidence",
+    "Finding",
+    "Session",
+    "diagnose_paths",
+    "diagnose_stream",
+    "diagnose_text",
+    "run",
+]

@@ -80,7 +80,7 @@ def _render_finding(finding: Finding, console: Any, headline: bool) -> None:
         if finding.ranks:
             console.print(Text(f"ranks: {', '.join(map(str, finding.ranks))}", style="dim"))
         console.print(Text("evidence:", style="bold"))
-        for evidence in finding.evidence:
+        for evidence in finding.lines:
             line = Text(f"  {evidence.source}:{evidence.line}: ", style="dim")
             line.append(evidence.text, style="bold magenta")
             console.print(line)
@@ -96,8 +96,8 @@ def _render_finding(finding: Finding, console: Any, headline: bool) -> None:
     else:
         line = Text(f"  - {finding.title} [{finding.cause}]: {finding.reason}")
         console.print(line)
-        if finding.evidence:
-            first = finding.evidence[0]
+        if finding.lines:
+            first = finding.lines[0]
             console.print(
                 Text(f"      {first.source}:{first.line}: {first.text[:160]}", style="dim")
             )

@@ -70,8 +70,10 @@ _BY_ID = {check.id: check for check in CHECKS}
 
 
 def all_checks() -> tuple[Check, ...]:
+    """Every check, in report order (`dlrig doctor --list`)."""
     return CHECKS
 
 
 def get(check_id: str) -> Check | None:
+    """The check with this id ("gpu.pcie_width"), or None (`dlrig doctor --explain ID`)."""
     return _BY_ID.get(check_id)

@@ -41,7 +41,7 @@ def from_paths(spec: str) -> FleetReport:
     nodes = []
     for path in paths:
         machine = readers.load(path)
-        report = doctor.run(machine).to_dict()
+        report = doctor.run(machine=machine).to_dict()
         name = (
             machine.origin.hostname
             if machine.origin.hostname and machine.origin.kind == "live"

@@ -57,13 +57,32 @@ class Check:
 
     # Builders for results, so every result carries the check's id, area and cause.
     def ok(self, title: str, *evidence: str) -> CheckResult:
-        return CheckResult(self.id, self.area, Status.OK, title, tuple(evidence))
+        return self.result(Status.OK, title, evidence)
 
     def info(self, title: str, *evidence: str, fix: str | None = None) -> CheckResult:
-        return CheckResult(self.id, self.area, Status.INFO, title, tuple(evidence), fix)
+        return self.result(Status.INFO, title, evidence, fix)
 
     def skip(self, title: str, *evidence: str) -> CheckResult:
-        return CheckResult(self.id, self.area, Status.SKIP, title, tuple(evidence))
+        return self.result(Status.SKIP, title, evidence)
+
+    def result(
+        self,
+        status: Status,
+        title: str,
+        evidence: tuple[str, ...] = (),
+        fix: str | None = None,
+        cause: str | None = None,
+    ) -> CheckResult:
+        return CheckResult(
+            id=self.id,
+            source="doctor",
+            area=self.area,
+            status=status,
+            title=title,
+            evidence=tuple(evidence),
+            fix=fix,
+            cause=cause,
+        )
 
     def warn(self, title: str, *evidence: str, fix: str, cause: str | None = "") -> CheckResult:
         return self._problem(Status.WARN, title, evidence, fix, cause)
@@ -76,7 +95,7 @@ class Check:
     ) -> CheckResult:
         # cause "" (the default) is the check's own; None says the problem has no known cause.
         cause = self.cause if cause == "" else cause
-        return CheckResult(self.id, self.area, status, title, evidence, fix, cause)
+        return self.result(status, title, evidence, fix, cause)
 
 
 _REGISTRY: dict[str, Check] = {}

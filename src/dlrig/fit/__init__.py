@@ -1,7 +1,7 @@
 """`dlrig fit`: will this model train (or serve) on this GPU, at which batch size, and how fast?
 
     from dlrig import fit
-    result = fit.estimate(model="llama3-8b", gpu="h100", seq_len=8192, grad_checkpointing="full")
+    result = fit.run(fit.Options(model="llama3-8b", gpu="h100", seq_len=8192, grad_checkpointing="full"))
     result.fits, result.memory_peak_bytes, result.max_batch_size, result.tokens_per_s
 
     traced = fit.trace(fit.Options(model="llama3-8b", seq_len=4096))   # once per workload
@@ -14,7 +14,7 @@ The pipeline hands one value forward: Options -> Workload (fit/workload.py) -> T
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from dlrig.fit.options import (
     CHECKPOINTING,
@@ -23,8 +23,11 @@ from dlrig.fit.options import (
     STRATEGIES,
     WEIGHT_FORMATS,
     Options,
+    SetupChanges,
 )
 from dlrig.fit.result import SCHEMA, SCHEMA_VERSION, Advice, FitResult
+from dlrig.machine.model import Machine
+from dlrig.report import Progress, no_progress
 
 if TYPE_CHECKING:
     from dlrig.fit.tracing import TracedWorkload
@@ -40,8 +43,10 @@ __all__ = [
     "Advice",
     "FitResult",
     "Options",
+    "SetupChanges",
     "estimate",
     "evaluate",
+    "run",
     "trace",
 ]
 
@@ -53,15 +58,30 @@ def trace(options: Options) -> TracedWorkload:
     return pipeline.trace(options)
 
 
-def evaluate(traced: TracedWorkload, machine: Any = None, **changes: Any) -> FitResult:
-    """The estimate for one GPU setup (gpu=, gpus=, strategy=, ...) from a trace: numpy only."""
+def evaluate(
+    traced: TracedWorkload, machine: Machine | None = None, **changes: Unpack[SetupChanges]
+) -> FitResult:
+    """The estimate for one GPU setup (gpu=, gpus=, strategy=, ...) from a trace: numpy only.
+
+    `machine`: the snapshot whose GPU `gpu=None` means (`dlrig doctor --save`)."""
     from dlrig.fit import pipeline
 
     return pipeline.evaluate(traced, machine, **changes)
 
 
-def estimate(options: Options | None = None, machine: Any = None, **kwargs: Any) -> FitResult:
-    """Trace and evaluate in one call, with the largest-batch search and advice (the CLI)."""
+def run(
+    options: Options, *, machine: Machine | None = None, progress: Progress = no_progress
+) -> FitResult:
+    """Trace and evaluate in one call, with the largest-batch search and advice: what
+    `dlrig fit --json` prints. `machine`: the snapshot whose GPU `gpu=None` means."""
     from dlrig.fit import pipeline
 
-    return pipeline.estimate(options, machine, **kwargs)
+    progress("fit: tracing the workload", 0.0)
+    result = pipeline.estimate(options, machine)
+    progress("fit: done", 1.0)
+    return result
+
+
+def estimate(options: Options, machine: Machine | None = None) -> FitResult:
+    """`run` without progress (the name of earlier releases)."""
+    return run(options, machine=machine)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import TypedDict
 
 from dlrig.errors import InputError
 from dlrig.knowledge.weight_formats import bits_per_weight
@@ -67,6 +68,37 @@ WORKLOAD_FIELDS = (
     "weights",
     "context",
 )
+
+
+class SetupChanges(TypedDict, total=False):
+    """What `fit.evaluate` may change of a traced workload without tracing it again: the
+    Options fields that are not WORKLOAD_FIELDS, plus precision and optimizer (among those a
+    trace serves). A test keeps this list equal to those fields."""
+
+    precision: str
+    optimizer: str
+    grad_accum: int
+    gpus: int
+    strategy: str
+    gpu: str | None
+    interconnect: str | None
+    gpus_per_node: int
+    network_gbps: float | None
+    dataset_size: int | None
+    epochs: float
+    tokens: float | None
+    global_batch: int | None
+    search_max_batch: bool
+    offload: str
+    prefetch: int
+    engine: str | None
+    analytic: bool
+    advise: bool
+    channels_last: bool
+    keep_grads: bool
+    optimizer_in_backward: bool
+    grad_sync: bool
+
 
 # Beyond these a number is a typo, not a plan (and would overflow the time model's floats).
 LIMITS = {

@@ -235,10 +235,8 @@ def trace(options: Options) -> TracedWorkload:
     return tracing.trace(options)
 
 
-def estimate(options: Options | None = None, machine: Any = None, **kwargs: Any) -> FitResult:
-    """Estimate memory, batch size and speed. Pass Options or keyword arguments of Options."""
-    if options is None:
-        options = Options(**kwargs)
+def estimate(options: Options, machine: Any = None) -> FitResult:
+    """Estimate memory, batch size and speed."""
     check(options)
     if options.analytic:
         from dlrig.fit import analytic

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from dlrig.health import checks, state
 from dlrig.health.checks import Fault
 from dlrig.machine.model import Machine
-from dlrig.report import envelope
+from dlrig.report import Progress, envelope, no_progress
 
 __all__ = ["Fault", "HealthOptions", "HealthReport", "run"]
 
@@ -31,7 +31,7 @@ SCHEMA_VERSION = 1
 Mode = Literal["periodic", "prolog", "epilog"]
 MODES: tuple[Mode, ...] = ("periodic", "prolog", "epilog")
 MODE_BY_NAME: dict[str, Mode] = {mode: mode for mode in MODES}
-Status = Literal["ok", "warn", "fault", "unknown"]
+NodeStatus = Literal["ok", "warn", "fault", "unknown"]  # the node, not one finding
 # The reason Slurm shows is cut to this many characters (scontrol keeps longer ones, sinfo's
 # default column does not; a reason should read whole in `sinfo -R`).
 REASON_CHARS = 120
@@ -51,7 +51,7 @@ class HealthOptions:
 @dataclass(frozen=True)
 class HealthReport:
     mode: Mode
-    status: Status
+    status: NodeStatus
     faults: tuple[Fault, ...]
     source: str  # "live" or the recorded files
     seconds: float
@@ -139,7 +139,7 @@ def evaluate(
     return faults, after
 
 
-def _status(faults: list[Fault]) -> Status:
+def _status(faults: list[Fault]) -> NodeStatus:
     if any(f.drain for f in faults):
         return "fault"
     return "warn" if faults else "ok"
@@ -150,6 +150,7 @@ def run(
     *,
     machine: Machine | None = None,
     collect: Callable[[float], Machine] | None = None,
+    progress: Progress = no_progress,
 ) -> HealthReport:
     """Check this node (or the recorded `machine`) within `options.budget_s`.
 
@@ -159,6 +160,7 @@ def run(
     options = options or HealthOptions()
     started = time.monotonic()
     if machine is None:
+        progress("health: reading the node", 0.0)
         if collect is None:
             from dlrig.machine.probe import collect_health
 
@@ -177,6 +179,7 @@ def run(
                 "(a hung NVML call or filesystem)",
                 checked=CHECKED,
             )
+    progress("health: judging", 0.5)
     previous = state.load(options.state_path)
     faults, after = evaluate(machine, options, previous)
     unsaved = state.save(options.state_path, after)
@@ -186,7 +189,7 @@ def run(
         # Without the kernel log no Xid was checked: said as a warning, never as healthy.
         why = next((i.reason for i in machine.probe_issues if i.source == "kernel_log"), "")
         faults.append(
-            Fault(
+            Fault.of(
                 "health.kernel_log",
                 "the kernel log could not be read: Xid errors were not checked",
                 (why,) if why else (),

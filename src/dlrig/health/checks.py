@@ -17,21 +17,48 @@ from dataclasses import dataclass
 
 from dlrig.knowledge import xid as xid_knowledge
 from dlrig.machine.model import Gpu, Machine, XidEvent
+from dlrig.report import Finding, Status
 
 # Memory a GPU holds with nothing running on it: the driver's own few hundred MiB.
 LEAKED_BYTES = 1 << 30
 
 
-@dataclass(frozen=True)
-class Fault:
-    """One thing found wrong. `drain` says whether it takes the node out of service."""
+@dataclass(frozen=True, kw_only=True)
+class Fault(Finding):
+    """One thing found wrong: a failure drains the node (takes it out of service), a warning
+    only says so. `id` is the check ("gpu.xid", "gpu.ecc", ...), `gpu` the GPU it is about."""
 
-    check: str  # "gpu.xid", "gpu.ecc", ...
-    title: str
-    evidence: tuple[str, ...] = ()
-    drain: bool = True
-    cause: str | None = None  # from dlrig.causes
     gpu: int | None = None
+
+    @classmethod
+    def of(
+        cls,
+        check: str,
+        title: str,
+        evidence: tuple[str, ...] = (),
+        drain: bool = True,
+        cause: str | None = None,
+        gpu: int | None = None,
+    ) -> Fault:
+        return cls(
+            id=check,
+            status=Status.FAIL if drain else Status.WARN,
+            title=title,
+            source="health",
+            evidence=tuple(evidence),
+            cause=cause,
+            gpu=gpu,
+            subject=None if gpu is None else f"gpu {gpu}",
+        )
+
+    @property
+    def check(self) -> str:
+        return self.id
+
+    @property
+    def drain(self) -> bool:
+        """Whether it takes the node out of service."""
+        return self.status is Status.FAIL
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -64,7 +91,7 @@ def xid_faults(events: Iterable[XidEvent]) -> list[Fault]:
             f"Xid {code} at {e.pci_bus_id or '?'}: {e.message or ''}".strip() for e in found[:3]
         )
         faults.append(
-            Fault(
+            Fault.of(
                 "gpu.xid",
                 f"Xid {code} ({name}) x{len(found)}" + (f" on {', '.join(where)}" if where else ""),
                 evidence,
@@ -84,7 +111,7 @@ def gpu_faults(machine: Machine, expect_gpus: int | None, busy_percent: float) -
     gpus = machine.gpus or ()
     if expect_gpus is not None and len(gpus) < expect_gpus:
         faults.append(
-            Fault(
+            Fault.of(
                 "gpu.count",
                 f"{len(gpus)} of {expect_gpus} GPUs visible",
                 ("nvidia-smi -L lists the GPUs the driver sees",),
@@ -95,7 +122,7 @@ def gpu_faults(machine: Machine, expect_gpus: int | None, busy_percent: float) -
         ecc = gpu.ecc_errors.volatile_uncorrected
         if ecc:
             faults.append(
-                Fault(
+                Fault.of(
                     "gpu.ecc",
                     f"{_label(gpu)}: {ecc} uncorrectable ECC error(s) since the driver loaded",
                     ("nvidia-smi -q -d ECC",),
@@ -105,7 +132,7 @@ def gpu_faults(machine: Machine, expect_gpus: int | None, busy_percent: float) -
             )
         if gpu.retired_pages.pending:
             faults.append(
-                Fault(
+                Fault.of(
                     "gpu.retired_pages",
                     f"{_label(gpu)}: page retirement pending (reset the GPU to apply it)",
                     ("nvidia-smi -q -d PAGE_RETIREMENT",),
@@ -117,7 +144,7 @@ def gpu_faults(machine: Machine, expect_gpus: int | None, busy_percent: float) -
         if rows.failure or rows.pending:
             what = "failed" if rows.failure else "pending (reset the GPU to apply it)"
             faults.append(
-                Fault(
+                Fault.of(
                     "gpu.row_remap",
                     f"{_label(gpu)}: row remapping {what}",
                     ("nvidia-smi -q -d ROW_REMAPPER",),
@@ -131,7 +158,7 @@ def gpu_faults(machine: Machine, expect_gpus: int | None, busy_percent: float) -
             # Judged on a busy GPU: some boards narrow an idle link to save power, and a link
             # that trained narrow under load is the fault (a half-seated card, a riser).
             faults.append(
-                Fault(
+                Fault.of(
                     "gpu.pcie_width",
                     f"{_label(gpu)}: PCIe x{link.width_current} of x{link.width_max}"
                     + ("" if busy else " (idle: judged again under load)"),
@@ -147,7 +174,7 @@ def gpu_faults(machine: Machine, expect_gpus: int | None, busy_percent: float) -
         if busy and link.gen_current and link.gen_max and link.gen_current < link.gen_max:
             # Idle links drop to Gen1 by design: only a busy one below its rating is a fault.
             faults.append(
-                Fault(
+                Fault.of(
                     "gpu.pcie_gen",
                     f"{_label(gpu)}: busy at PCIe Gen{link.gen_current} of Gen{link.gen_max}",
                     (f"utilisation {gpu.utilization_gpu_percent:.0f}%",),
@@ -168,7 +195,7 @@ def driver_faults(machine: Machine) -> list[Fault]:
     for text in texts:
         if "mismatch" in text.lower():
             faults.append(
-                Fault(
+                Fault.of(
                     "driver.mismatch",
                     "NVIDIA kernel module and libraries differ (reboot to load the new module)",
                     (text,),
@@ -180,7 +207,7 @@ def driver_faults(machine: Machine) -> list[Fault]:
     seen = len(machine.gpus) if machine.gpus is not None else None
     if on_bus is not None and seen is not None and seen < on_bus:
         faults.append(
-            Fault(
+            Fault.of(
                 "gpu.count",
                 f"{on_bus} NVIDIA GPU(s) on the PCI bus, {seen} answer the driver",
                 ("lspci -d 10de:  and  nvidia-smi -L",),
@@ -198,7 +225,7 @@ def leaked_memory_faults(machine: Machine) -> list[Fault]:
         if compute:
             listed = ", ".join(f"{p.name or '?'} (pid {p.pid})" for p in compute[:4])
             faults.append(
-                Fault(
+                Fault.of(
                     "gpu.stray_processes",
                     f"{_label(gpu)}: {len(compute)} process(es) still on the GPU after the job",
                     (listed,),
@@ -208,7 +235,7 @@ def leaked_memory_faults(machine: Machine) -> list[Fault]:
             )
         elif (gpu.memory_used_bytes or 0) > LEAKED_BYTES and gpu.processes is not None:
             faults.append(
-                Fault(
+                Fault.of(
                     "gpu.leaked_memory",
                     f"{_label(gpu)}: {(gpu.memory_used_bytes or 0) / 2**30:.1f} GiB held with no "
                     "process on it",
@@ -238,7 +265,7 @@ def fabric_faults(machine: Machine) -> list[Fault]:
     if not down:
         return []
     return [
-        Fault(
+        Fault.of(
             "gpu.nvlink",
             f"{len(down)} NVLink GPU(s) with no active link (is nvidia-fabricmanager running?)",
             (

@@ -49,7 +49,7 @@ def load(path: Path | None) -> State:
     for item in raw.get("open_faults") or ():
         if isinstance(item, dict) and isinstance(item.get("check"), str):
             faults.append(
-                Fault(
+                Fault.of(
                     str(item["check"]),
                     str(item.get("title", "")),
                     tuple(str(e) for e in item.get("evidence") or ()),

@@ -49,8 +49,8 @@ from dlrig.machine.model_gpu import (
 from dlrig.machine.model_gpu import (
     Topology as Topology,
 )
-from dlrig.machine.plain import from_plain as _from_plain
-from dlrig.machine.plain import to_plain as _to_plain
+from dlrig.plain import from_plain as _from_plain
+from dlrig.plain import to_plain as _to_plain
 
 SCHEMA_VERSION = 1
 SCHEMA_NAME = "dlrig.machine"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dlrig.machine.gpu_sources import (
@@ -36,13 +37,15 @@ from dlrig.monitor.reading import Reading, read_situation
 from dlrig.monitor.sample import SCHEMA_VERSION, GpuReading, Sample, XidCount
 from dlrig.monitor.sampler import Sampler
 from dlrig.monitor.service import ExporterService, HistoryRecorder, RecordSummary
-from dlrig.report import envelope
+from dlrig.report import Progress, envelope, no_progress
 
 __all__ = [
     "ExporterService",
     "GpuReading",
     "GpuSource",
     "HistoryRecorder",
+    "MonitorOptions",
+    "MonitorReport",
     "NoGpuSource",
     "NvmlSource",
     "Reading",
@@ -56,6 +59,7 @@ __all__ = [
     "once",
     "open_source",
     "read_situation",
+    "run",
     "sample_document",
 ]
 
@@ -111,3 +115,45 @@ def sample_document(sample: Sample, info: SourceInfo, readings: list[Reading]) -
             "readings": [r.to_dict() for r in readings],
         },
     )
+
+
+@dataclass(frozen=True)
+class MonitorOptions:
+    """One reading of the GPUs and the host: what `dlrig monitor --once` takes."""
+
+    replay: tuple[str, ...] = ()  # recorded nvidia-smi / rocm-smi / hl-smi output instead
+    replay_state: str | None = None  # of a capture: only this state (e.g. "load")
+    gpu_indices: tuple[int, ...] | None = None  # NVML's numbering; None: every GPU
+    host: bool = True  # CPU, memory and disk too
+    settle_seconds: float = 0.5  # between the two samples (CPU use needs an interval)
+
+
+@dataclass(frozen=True)
+class MonitorReport:
+    """Two samples and what the last window of them means (`dlrig monitor --once --json`)."""
+
+    source: SourceInfo
+    samples: tuple[Sample, ...]
+    readings: tuple[Reading, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return sample_document(self.samples[-1], self.source, list(self.readings))
+
+
+def run(
+    options: MonitorOptions | None = None, *, progress: Progress = no_progress
+) -> MonitorReport:
+    """One reading of this machine's GPUs (or of `options.replay`) and the readings of it.
+
+    No `machine` argument: the monitor reads the GPUs itself, through NVML or nvidia-smi."""
+    options = options or MonitorOptions()
+    progress("monitor: opening the GPU source", 0.0)
+    source = open_source(options.replay, options.replay_state)
+    samples = once(
+        source,
+        host=options.host,
+        settle_seconds=options.settle_seconds,
+        gpu_indices=options.gpu_indices,
+    )
+    progress("monitor: done", 1.0)
+    return MonitorReport(source.info, tuple(samples), tuple(read_situation(samples)))

@@ -8,11 +8,13 @@ holds for a good part of a minute is worth saying.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dlrig.machine.model import Gpu
 from dlrig.monitor.sample import Sample
+from dlrig.report import Finding, Status
 
 SEVERITY_RANK = {"critical": 0, "warn": 1, "info": 2}
 
@@ -28,15 +30,60 @@ _THERMAL = ("sw_thermal_slowdown", "hw_thermal_slowdown")
 _HARDWARE = ("hw_slowdown", "hw_power_brake_slowdown")
 
 
-@dataclass(frozen=True)
-class Reading:
-    severity: str  # critical | warn | info
-    text: str
-    cause: str | None = None
+# The monitor's words for how urgent a reading is, and the one status each is.
+_SEVERITY_STATUS = {"critical": Status.FAIL, "warn": Status.WARN, "info": Status.INFO}
+_STATUS_SEVERITY = {status: word for word, status in _SEVERITY_STATUS.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reading(Finding):
+    """One line of what the last minute means; `title` is the line, `gpu` the GPU it is about.
+
+    Its `id` is "monitor." and its cause ("monitor.gpu_throttling"), or "monitor.note" for a
+    line with no cause.
+    """
+
     gpu: int | None = None
+
+    @classmethod
+    def of(
+        cls, severity: str, text: str, cause: str | None = None, gpu: int | None = None
+    ) -> Reading:
+        """A reading in the monitor's words: severity critical, warn or info."""
+        return cls(
+            id=f"monitor.{cause or 'note'}",
+            status=_SEVERITY_STATUS[severity],
+            title=text,
+            source="monitor",
+            cause=cause,
+            gpu=gpu,
+            subject=None if gpu is None else f"gpu {gpu}",
+        )
+
+    @property
+    def severity(self) -> str:
+        """critical, warn or info: the word `--json` and the live view use."""
+        return _STATUS_SEVERITY.get(self.status, "info")
+
+    @property
+    def text(self) -> str:
+        return self.title
 
     def to_dict(self) -> dict[str, object]:
         return {"severity": self.severity, "text": self.text, "cause": self.cause, "gpu": self.gpu}
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> Reading:
+        severity = document.get("severity")
+        if severity not in _SEVERITY_STATUS:
+            raise ValueError(f"reading: severity {severity!r} is not critical, warn or info")
+        gpu, cause = document.get("gpu"), document.get("cause")
+        return cls.of(
+            str(severity),
+            str(document.get("text") or ""),
+            cause if isinstance(cause, str) else None,
+            gpu if isinstance(gpu, int) else None,
+        )
 
 
 def _window(samples: Sequence[Sample], seconds: float) -> list[Sample]:
@@ -73,7 +120,7 @@ def read_situation(samples: Sequence[Sample], window_seconds: float = 60.0) -> l
         index = reading.index
         if reading.status == "lost":
             readings.append(
-                Reading(
+                Reading.of(
                     "critical",
                     f"GPU {index} is lost ({reading.error}): it fell off the bus or was reset; "
                     "jobs on it have failed — check `dmesg` for Xid 79, reboot, then inspect "
@@ -85,7 +132,7 @@ def read_situation(samples: Sequence[Sample], window_seconds: float = 60.0) -> l
             continue
         if reading.status in ("hung", "error"):
             readings.append(
-                Reading(
+                Reading.of(
                     "critical" if reading.status == "hung" else "warn",
                     f"GPU {index} does not answer: {reading.error} — the driver may be stuck; "
                     "check `dmesg` for Xid errors and `nvidia-smi` responsiveness",
@@ -108,7 +155,7 @@ def read_situation(samples: Sequence[Sample], window_seconds: float = 60.0) -> l
         idlest = min(means, key=lambda i: means[i])
         if means[busiest] - means[idlest] >= UNEVEN_PERCENT:
             readings.append(
-                Reading(
+                Reading.of(
                     "warn",
                     f"uneven load: GPU {busiest} averages {means[busiest]:.0f}% but GPU "
                     f"{idlest} {means[idlest]:.0f}% over {_span_text(window)} — ranks get "
@@ -124,7 +171,7 @@ def read_situation(samples: Sequence[Sample], window_seconds: float = 60.0) -> l
         severity = {"critical": "critical", "warn": "warn"}.get(xid.severity, "info")
         where = f"GPU {xid.gpu_index}" if xid.gpu_index is not None else xid.pci_bus_id
         readings.append(
-            Reading(
+            Reading.of(
                 severity,
                 f"Xid {xid.code} ({xid.name or 'unknown code'}) on {where}, {xid.count}x — "
                 "`dlrig diagnose` on the kernel log explains it",
@@ -141,7 +188,7 @@ def read_situation(samples: Sequence[Sample], window_seconds: float = 60.0) -> l
             text = f"no GPU readings to judge in {_span_text(window)}"
         else:
             text = f"{len(readable)} GPU(s) healthy; nothing unusual in {_span_text(window)}"
-        readings.append(Reading("info", text))
+        readings.append(Reading.of("info", text))
     readings.sort(key=lambda r: SEVERITY_RANK.get(r.severity, 3))
     return readings
 
@@ -185,7 +232,7 @@ def _gpu_readings(
             prefix = f"GPU {index} idle {idle_share:.0%} of {span}"
             if cpu_mean is not None and cpu_mean >= CPU_BUSY_PERCENT:
                 found.append(
-                    Reading(
+                    Reading.of(
                         "warn",
                         f"{prefix} while all CPU cores are busy ({cpu_mean:.0f}%): data "
                         "loading bound — raise DataLoader num_workers, or move decoding and "
@@ -196,7 +243,7 @@ def _gpu_readings(
                 )
             elif iowait_mean is not None and iowait_mean >= IOWAIT_PERCENT:
                 found.append(
-                    Reading(
+                    Reading.of(
                         "warn",
                         f"{prefix} while the CPUs wait on I/O ({iowait_mean:.0f}% iowait): "
                         "storage bound — put the dataset on local NVMe or pack it into large "
@@ -207,7 +254,7 @@ def _gpu_readings(
                 )
             else:
                 found.append(
-                    Reading(
+                    Reading.of(
                         "warn",
                         f"{prefix} while a process holds it"
                         + (
@@ -224,7 +271,7 @@ def _gpu_readings(
                 )
         elif idle_share == 1.0:
             found.append(
-                Reading(
+                Reading.of(
                     "info",
                     f"GPU {index} idle for {span} although a process holds "
                     f"{(g.memory_used_bytes or 0) / 2**30:.1f} GiB — a stalled or finished job?",
@@ -244,7 +291,7 @@ def _gpu_readings(
         power = share(("sw_power_cap",))
         if hardware >= THROTTLE_SHARE:
             found.append(
-                Reading(
+                Reading.of(
                     "critical",
                     f"GPU {index} in hardware slowdown {hardware:.0%} of busy time: the board "
                     "or PSU asserts slowdown — check power cables, PSU capacity and temperature",
@@ -255,7 +302,7 @@ def _gpu_readings(
         if thermal >= THROTTLE_SHARE:
             limit = g.temperature_slowdown_c
             found.append(
-                Reading(
+                Reading.of(
                     "warn",
                     f"GPU {index} thermally throttled {thermal:.0%} of busy time at "
                     f"{g.temperature_c or 0:.0f} °C"
@@ -269,7 +316,7 @@ def _gpu_readings(
             limit_w, default_w = g.power_limit_watts, g.power_default_limit_watts
             if limit_w and default_w and limit_w < 0.95 * default_w:
                 found.append(
-                    Reading(
+                    Reading.of(
                         "warn",
                         f"GPU {index} power-capped {power:.0%} of busy time at a {limit_w:.0f} W "
                         f"limit, below its {default_w:.0f} W default — `sudo nvidia-smi -i "
@@ -280,7 +327,7 @@ def _gpu_readings(
                 )
             else:
                 found.append(
-                    Reading(
+                    Reading.of(
                         "info",
                         f"GPU {index} runs at its power limit {power:.0%} of busy time "
                         "(normal for heavy kernels)",
@@ -296,7 +343,7 @@ def _gpu_readings(
             # A caching allocator (PyTorch's, JAX's preallocation) keeps what it once used:
             # full memory on an idle GPU is held, not about to overflow.
             found.append(
-                Reading(
+                Reading.of(
                     "info",
                     f"GPU {index} memory {used:.0%} held while the GPU is idle — a caching "
                     "allocator (PyTorch, JAX's preallocation) or an idle notebook keeps it; other "
@@ -307,7 +354,7 @@ def _gpu_readings(
             )
         elif used >= MEMORY_FULL_SHARE:
             found.append(
-                Reading(
+                Reading.of(
                     "warn",
                     f"GPU {index} memory {used:.0%} full — the next spike will be an out-of-"
                     "memory error; lower the batch or set "
@@ -325,7 +372,7 @@ def _gpu_readings(
     ):
         # A lowered limit is a fact worth saying even before the GPU runs into it.
         found.append(
-            Reading(
+            Reading.of(
                 "info",
                 f"GPU {index} power limit {limit_w:.0f} W, below its {default_w:.0f} W default"
                 f" — at full load it will run slower; restore it with `sudo nvidia-smi -i "
@@ -337,7 +384,7 @@ def _gpu_readings(
     link = g.pcie
     if link.width_current and link.width_max and link.width_current < link.width_max:
         found.append(
-            Reading(
+            Reading.of(
                 "warn",
                 f"GPU {index} PCIe link x{link.width_current} of x{link.width_max} — reseat the "
                 "card or move it to a full-width slot",
@@ -353,7 +400,7 @@ def _gpu_readings(
     ):
         # Idle GPUs drop to Gen1 by design; only a busy one at a low generation is a fault.
         found.append(
-            Reading(
+            Reading.of(
                 "warn",
                 f"GPU {index} busy at PCIe Gen{link.gen_current} of Gen{link.gen_max} — check "
                 "the slot, risers and BIOS PCIe speed setting",
@@ -363,7 +410,7 @@ def _gpu_readings(
         )
     if g.ecc_errors.volatile_uncorrected:
         found.append(
-            Reading(
+            Reading.of(
                 "critical",
                 f"GPU {index} has {g.ecc_errors.volatile_uncorrected} uncorrectable ECC "
                 "error(s) since the driver loaded — drain it and reset the GPU",
@@ -373,7 +420,7 @@ def _gpu_readings(
         )
     if g.remapped_rows.failure:
         found.append(
-            Reading(
+            Reading.of(
                 "critical",
                 f"GPU {index} failed to remap a memory row — it needs service (RMA)",
                 "gpu_ecc_error",

@@ -8,7 +8,7 @@ from typing import Any
 from dlrig.machine.host_metrics import HostSample
 from dlrig.machine.host_processes import HostProcess
 from dlrig.machine.model import Gpu
-from dlrig.machine.plain import to_plain as _to_plain
+from dlrig.plain import to_plain as _to_plain
 
 SCHEMA_VERSION = 1
 

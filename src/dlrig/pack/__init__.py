@@ -14,12 +14,15 @@ The format is described in `dlrig.pack.format`; the reading order in `dlrig.pack
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlrig.pack.format import FORMATS
 from dlrig.pack.reader import PackIndex, PackReader
 from dlrig.pack.verify import VerifyReport, verify
 from dlrig.pack.writer import PackOptions, PackReport, pack
+from dlrig.report import Progress, no_progress
 
 if TYPE_CHECKING:
     from dlrig.pack.datasets import Dataset, IterableDataset, StatefulLoader
@@ -29,14 +32,37 @@ __all__ = [
     "Dataset",
     "IterableDataset",
     "PackIndex",
+    "PackJob",
     "PackOptions",
     "PackReader",
     "PackReport",
     "StatefulLoader",
     "VerifyReport",
     "pack",
+    "run",
     "verify",
 ]
+
+
+@dataclass(frozen=True)
+class PackJob:
+    """What `dlrig pack SRC DST` packs: SRC (a folder, a .csv/.jsonl list, or module:factory)
+    into DST, with `options` (format, shard size, ...)."""
+
+    src: str | Path
+    dst: str | Path
+    options: PackOptions = field(default_factory=PackOptions)
+
+
+def run(options: PackJob, *, progress: Progress = no_progress) -> PackReport:
+    """Pack `options.src` into `options.dst`; a pack of the same source and options that was
+    interrupted resumes. No `machine`: the filesystem of DST picks the shard size."""
+
+    def samples_done(done: int, total: int) -> None:
+        progress(f"pack: {done:,} of {total:,} samples", done / total if total else 1.0)
+
+    return pack(options.src, options.dst, options.options, samples_done)
+
 
 _TORCH_NAMES = ("Dataset", "IterableDataset", "StatefulLoader")
 

@@ -95,6 +95,8 @@ class VerifyReport:
 def verify(
     dst: str | Path, jobs: int | None = None, progress: Progress | None = None
 ) -> VerifyReport:
+    """Re-read every shard of the pack at `dst` against its manifest's sizes and checksums
+    (`dlrig pack --verify DST`); `report.damage` lists what does not match."""
     root = Path(dst)
     manifest = destination.read_manifest(root)
     if manifest.get("format") != FORMAT_NAME:

@@ -4,7 +4,7 @@
     workloads, constraints, inputs = plan.request(
         ["resnet50:epochs=90,dataset=1281167,every=month"], {"circuit": "230V16A", "budget": 60000}
     )
-    result = plan.plan(workloads, constraints, inputs)      # options, best first
+    result = plan.run(plan.PlanOptions(workloads, constraints, inputs))  # options, best first
     result.best.label, result.best.economics.tco_usd, result.to_dict()["options"][0]
 
     report = plan.check_file("build.yaml")                  # report.failed: the broken rules
@@ -17,6 +17,9 @@ processes, one per CPU).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from dlrig.plan.assume import Inputs, parse_assume
 from dlrig.plan.check import CheckReport, check_build, check_file
 from dlrig.plan.rank import Constraints, Option, PlanResult, plan
@@ -25,6 +28,7 @@ from dlrig.plan.savings import CostReport, cost
 from dlrig.plan.upgrade import UpgradeReport, upgrade
 from dlrig.plan.workloads import Workload
 from dlrig.plan.workloads import parse as parse_workload
+from dlrig.report import Progress, no_progress
 
 __all__ = [
     "CheckReport",
@@ -32,6 +36,7 @@ __all__ = [
     "CostReport",
     "Inputs",
     "Option",
+    "PlanOptions",
     "PlanResult",
     "UpgradeReport",
     "Workload",
@@ -42,5 +47,26 @@ __all__ = [
     "parse_workload",
     "plan",
     "request",
+    "run",
     "upgrade",
 ]
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What to plan for: the workloads, the buyer's constraints and the assumptions (prices,
+    utilisation, ...); `plan.request(...)` builds all three from `dlrig plan`'s arguments."""
+
+    workloads: Sequence[Workload]
+    constraints: Constraints
+    inputs: Inputs
+
+
+def run(options: PlanOptions, *, progress: Progress = no_progress) -> PlanResult:
+    """The servers to buy or rent for `options`, best first, every build rule checked
+    (`dlrig plan --json`). No `machine`: a plan is for a server not bought yet (`plan.upgrade`
+    takes the snapshot of one that exists)."""
+    progress("plan: fitting the workloads to each option", 0.0)
+    result = plan(options.workloads, options.constraints, options.inputs)
+    progress("plan: done", 1.0)
+    return result

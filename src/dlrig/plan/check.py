@@ -65,6 +65,7 @@ class CheckReport:
 
 
 def check_build(build: Build, path: str = "", inputs: Inputs | None = None) -> CheckReport:
+    """Every build rule (PCIe lanes, slots, RAM, PSU, cooling, ...) checked on `build`."""
     inputs = inputs or Inputs()
     results = tuple(check(build, inputs))
     need = power.psu_need(build)
@@ -80,4 +81,5 @@ def check_build(build: Build, path: str = "", inputs: Inputs | None = None) -> C
 
 
 def check_file(path: str | Path, inputs: Inputs | None = None) -> CheckReport:
+    """`check_build` of a build YAML file (`dlrig plan check build.yaml`)."""
     return check_build(buildspec.load(path), str(path), inputs)

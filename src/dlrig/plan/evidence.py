@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dlrig.bench import BenchReport, BenchResult
 from dlrig.errors import InputError
 
 TERMS = ("short", "mid", "long")
@@ -33,7 +35,8 @@ class Step:
         return {**asdict(self), "cost_usd": round(self.cost_usd, 2)}
 
 
-def load_bench(folder: str | Path) -> list[dict[str, Any]]:
+def load_bench(folder: str | Path) -> list[BenchResult]:
+    """The results of a `dlrig bench --out DIR` folder (or its bench.json), typed."""
     path = Path(folder)
     path = path / "bench.json" if path.is_dir() else path
     try:
@@ -52,9 +55,13 @@ def load_bench(folder: str | Path) -> list[dict[str, Any]]:
             f"{path}: not a dlrig bench document",
             fix="give the folder `dlrig bench --out DIR` wrote",
         )
-    results = document.get("results")
-    return [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+    try:
+        return BenchReport.from_dict(document).results
+    except (KeyError, ValueError) as exc:
+        raise InputError(
+            f"{path}: {exc}", fix="give the folder `dlrig bench --out DIR` wrote"
+        ) from None
 
 
-def bench_result(results: list[dict[str, Any]], part: str, test: str) -> dict[str, Any] | None:
-    return next((r for r in results if r.get("part") == part and r.get("test") == test), None)
+def bench_result(results: Sequence[BenchResult], part: str, test: str) -> BenchResult | None:
+    return next((r for r in results if r.part == part and r.test == test), None)

@@ -236,6 +236,8 @@ def _mark_pareto(options: list[Option]) -> None:
 
 
 def plan(workloads: Sequence[Workload], constraints: Constraints, inputs: Inputs) -> PlanResult:
+    """The servers (to buy or rent) that run `workloads` within `constraints`, best first, with
+    their time, cost of ownership in USD and every build rule checked."""
     if not workloads:
         raise DlrigError(
             "no workload to plan for", fix="dlrig plan resnet50:epochs=90,dataset=1281167"

@@ -60,6 +60,8 @@ def _fraction(value: Any, flag: str) -> float | None:
 def request(
     arguments: Sequence[str], options: Mapping[str, Any], assume: Sequence[str] = ()
 ) -> tuple[list[Workload], Constraints, Inputs]:
+    """`dlrig plan`'s arguments (workloads or a workloads file), its options (budget, circuit,
+    ...) and `--assume KEY=VALUE`s, as the three values `plan.plan` takes."""
     from dlrig.knowledge.gpus import lookup as gpu_lookup
 
     parsed, from_file = parsing.from_arguments(list(arguments))

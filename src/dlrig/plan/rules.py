@@ -19,7 +19,8 @@ from dlrig.plan.rules_power import (
     psu_redundancy,
     psu_transient,
 )
-from dlrig.plan.verdict import RuleResult, skipped, verdict
+from dlrig.plan.verdict import RuleResult, result, skipped, verdict
+from dlrig.report import Status
 
 NEEDED_MB_S_PER_8_GPUS = 1000.0  # bench's threshold; tests hold it equal to bench's constant
 
@@ -73,14 +74,12 @@ def ram(build: Build, inputs: Inputs) -> RuleResult:
         f"Puget: >= {ratio:g}x total ({ratio * total:.0f} GB); Dettmers: >= the largest GPU ({largest:.0f} GB); seeds: 1.5x ({1.5 * total:.0f} GB)",
     ]
     if build.ram_gb < largest:
-        row = knowledge.rule("ram.vs_vram")
-        return RuleResult(
+        return result(
             "ram.vs_vram",
-            "fail",
+            Status.FAIL,
             f"{build.ram_gb:.0f} GB RAM is below one GPU's {largest:.0f} GB",
             tuple(evidence),
             f"at least {largest:.0f} GB (Dettmers), {ratio * total:.0f} GB (Puget)",
-            row.source,
         )
     broken = build.ram_gb < ratio * total
     title = (
@@ -129,15 +128,13 @@ def nvlink(build: Build, inputs: Inputs) -> RuleResult:
             f"NVLink across all {build.gpus.count} GPUs ({spec.nvlink_gbs:g} GB/s)",
             [],
         )
-    row = knowledge.rule("nvlink.available")
     pairs = build.gpus.count // 2
-    return RuleResult(
+    return result(
         "nvlink.available",
-        "warn",
+        Status.WARN,
         f"bridges link pairs only: {pairs} pair(s) of {build.gpus.count} GPUs",
         (f"a {bridge}-way bridge per pair; traffic between pairs goes over PCIe",),
         "expect PCIe speed between pairs; all-to-all NVLink needs an SXM system",
-        row.source,
     )
 
 

@@ -137,6 +137,9 @@ def cost(
     capex_usd: float | None = None,
     min_idle_minutes: float | None = None,
 ) -> CostReport:
+    """What a server's recorded use cost (energy in kWh and USD at `inputs`' prices) and what
+    idle time and power caps would save, from a `dlrig monitor` history at `path`
+    (`dlrig plan cost --history`)."""
     usage = read(path, month)
     price = inputs.number("electricity_usd_per_kwh")
     pue = inputs.number("pue")

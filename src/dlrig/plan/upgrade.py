@@ -13,9 +13,11 @@ gain per dollar first.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dlrig.bench.results import BenchResult
 from dlrig.errors import InputError
 from dlrig.knowledge import plan as knowledge
 from dlrig.knowledge.gpus import GpuSpec, catalogue
@@ -25,6 +27,10 @@ from dlrig.plan.rules import NEEDED_MB_S_PER_8_GPUS
 from dlrig.plan.upgrade_hardware import compute_steps, interconnect_steps
 from dlrig.plan.usage import Usage
 from dlrig.report import envelope
+
+if TYPE_CHECKING:
+    from dlrig.machine.model import Machine
+    from dlrig.plan.fitting import WorkloadFit
 
 SCHEMA = "dlrig.plan.upgrade"
 SCHEMA_VERSION = 1
@@ -76,14 +82,17 @@ def _machine_gpus(machine: Any) -> tuple[GpuSpec, int, list[Any]]:
 
 
 def upgrade(
-    machine: Any,
+    machine: Machine,
     inputs: Inputs,
-    bench: list[dict[str, Any]] | None = None,
+    bench: Sequence[BenchResult] | None = None,
     usage: Usage | None = None,
-    workload_fit: Any = None,
+    workload_fit: WorkloadFit | None = None,
     dataset_gb: float | None = None,
     name: str = "",
 ) -> UpgradeReport:
+    """What limits the existing server of `machine` (its snapshot), from its bench results,
+    its monitor history and a fit of its workload, and the steps that lift each limit, with
+    gain and cost (`dlrig plan upgrade`)."""
     spec, count, gpus = _machine_gpus(machine)
     if usage is not None:
         other = {g.catalogue_id or g.name for g in usage.gpus} - {spec.id}
@@ -104,7 +113,7 @@ def upgrade(
 
 
 def _input_pipeline(
-    bench: list[dict[str, Any]],
+    bench: Sequence[BenchResult],
     usage: Usage | None,
     count: int,
     inputs: Inputs,
@@ -116,8 +125,8 @@ def _input_pipeline(
     limited: bool | None = None
     read = bench_result(bench, "storage", "seq_read")
     needed = NEEDED_MB_S_PER_8_GPUS * max(1, count) / 8
-    if read and read.get("value") is not None:
-        value = float(read["value"])
+    if read and read.value is not None:
+        value = float(read.value)
         slow = value < needed
         limited = slow
         evidence.append(
@@ -139,17 +148,13 @@ def _input_pipeline(
                 )
             )
     loader = bench_result(bench, "dataloader", "best_settings")
-    if loader and loader.get("fix"):
-        speedup = (
-            (loader.get("detail") or {}).get("speedup")
-            if isinstance(loader.get("detail"), dict)
-            else None
-        )
-        evidence.append(f"bench dataloader found better settings: {loader['fix']}")
+    if loader and loader.fix:
+        speedup = loader.detail.get("speedup")
+        evidence.append(f"bench dataloader found better settings: {loader.fix}")
         steps.append(
             Step(
                 "short",
-                f"DataLoader settings from `dlrig bench dataloader`: {loader['fix']}",
+                f"DataLoader settings from `dlrig bench dataloader`: {loader.fix}",
                 f"{speedup:.1f}x the default loader"
                 if isinstance(speedup, int | float)
                 else "faster input (measured by bench)",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from dlrig.bench.results import BenchResult
 from dlrig.knowledge import plan as knowledge
 from dlrig.knowledge.gpus import GpuSpec, catalogue
 from dlrig.plan.assume import Inputs
@@ -92,7 +94,7 @@ def _speed(spec: GpuSpec, count: int, workload_fit: Any) -> float | None:
 def interconnect_steps(
     gpus: list[Any],
     machine: Any,
-    bench: list[dict[str, Any]],
+    bench: Sequence[BenchResult],
     spec: GpuSpec,
     count: int,
     inputs: Inputs,
@@ -120,17 +122,15 @@ def interconnect_steps(
                 )
             )
     copy = bench_result(bench, "memory", "h2d_pinned")
-    if copy and copy.get("verdict") == "low":
+    if copy and copy.verdict == "low":
         limited = True
         evidence.append(
-            f"bench h2d_pinned {copy.get('value')} {copy.get('unit')} against {copy.get('expected')} expected"
+            f"bench h2d_pinned {copy.value} {copy.unit} against {copy.expected} expected"
         )
     comms = bench_result(bench, "comms", "all_reduce")
-    if comms and comms.get("verdict") == "low":
+    if comms and comms.verdict == "low":
         limited = True
-        evidence.append(
-            f"bench all_reduce bus bandwidth {comms.get('value')} {comms.get('unit')}, low"
-        )
+        evidence.append(f"bench all_reduce bus bandwidth {comms.value} {comms.unit}, low")
     board = knowledge.gpu_boards().get(spec.id)
     topology = getattr(machine, "topology", None)
     nvlinked = bool(

@@ -29,6 +29,9 @@ from dlrig.profile.report import build
 
 
 class Session:
+    """Profile `steps` steps of your own training loop (`with profile.Session() as s:` around
+    it, one `optimizer.step()` a step); `session.report` is what `dlrig profile` says."""
+
     def __init__(
         self,
         steps: int = 5,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlrig import report
 from dlrig.profile.device import DeviceActivity
 from dlrig.report import envelope, rounded
 
@@ -127,16 +128,35 @@ class Mfu:
         }
 
 
-@dataclass(frozen=True)
-class Finding:
-    """A cause the measured split points at, the change for it and what it should win."""
+@dataclass(frozen=True, kw_only=True)
+class Finding(report.Finding):
+    """A cause the measured split points at (status warn), the change for it and what it
+    should win."""
 
-    cause: str  # an id of dlrig.causes
-    title: str
-    evidence: tuple[str, ...]
-    fix: str
     gain: float  # expected speed-up of the step, as a factor (1.25 = 25 % faster)
     gain_basis: str  # how the gain follows from the split
+
+    @classmethod
+    def of(
+        cls,
+        cause: str,
+        title: str,
+        evidence: tuple[str, ...],
+        fix: str,
+        gain: float,
+        gain_basis: str,
+    ) -> Finding:
+        return cls(
+            id=f"profile.{cause}",
+            status=report.Status.WARN,
+            title=title,
+            source="profile",
+            evidence=tuple(evidence),
+            fix=fix,
+            cause=cause,
+            gain=gain,
+            gain_basis=gain_basis,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -89,7 +89,7 @@ def findings(ranks: Sequence[RankProfile], peak_ratio: float | None = None) -> l
                 else "Raise num_workers and prefetch_factor. "
             ) + BEYOND_WORKERS
         out.append(
-            Finding(
+            Finding.of(
                 cause.id,
                 "Input-bound: " + (_lower(cause.title) if gpu else "the step waits for data"),
                 tuple(evidence),
@@ -105,7 +105,7 @@ def findings(ranks: Sequence[RankProfile], peak_ratio: float | None = None) -> l
             launch = mean("launch_ms")
             kernels = mean("kernels")
             out.append(
-                Finding(
+                Finding.of(
                     cause.id,
                     "Launch-bound: " + _lower(cause.title),
                     (
@@ -125,7 +125,7 @@ def findings(ranks: Sequence[RankProfile], peak_ratio: float | None = None) -> l
             cause = causes.get("communication_exposed")
             total = mean("communication_ms")
             out.append(
-                Finding(
+                Finding.of(
                     cause.id,
                     "Communication-bound: " + _lower(cause.title),
                     (
@@ -158,7 +158,7 @@ def _precision(
     saved = fp32_ms * (1.0 - 1.0 / ratio)
     cause = causes.get("fp32_matmuls")
     return [
-        Finding(
+        Finding.of(
             cause.id,
             cause.title,
             (
@@ -184,7 +184,7 @@ def _optimizer(ranks: Sequence[RankProfile], step: float) -> list[Finding]:
         return []
     cause = causes.get("optimizer_unfused")
     return [
-        Finding(
+        Finding.of(
             cause.id,
             cause.title,
             (

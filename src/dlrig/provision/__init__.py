@@ -12,10 +12,33 @@ One generator per target (host, env, docker, nccl, launch, power, monitor-k8s, h
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 from dlrig.provision.facts import Stated, gather
 from dlrig.provision.model import SCHEMA, SCHEMA_VERSION, Bundle, Decision, Facts, GeneratedFile
+
+if TYPE_CHECKING:  # each target's module is imported only when it runs
+    from dlrig.provision.docker import DockerOptions
+    from dlrig.provision.env import EnvOptions
+    from dlrig.provision.health import HealthOptions
+    from dlrig.provision.host import HostOptions
+    from dlrig.provision.k8s import MonitorK8sOptions
+    from dlrig.provision.launch import LaunchOptions
+    from dlrig.provision.nccl import NcclOptions
+    from dlrig.provision.power import PowerOptions
+
+    TargetOptions: TypeAlias = (
+        HostOptions
+        | EnvOptions
+        | DockerOptions
+        | NcclOptions
+        | LaunchOptions
+        | PowerOptions
+        | MonitorK8sOptions
+        | HealthOptions
+    )
 
 TARGETS: dict[str, str] = {
     "host": "dlrig.provision.host",
@@ -43,12 +66,13 @@ __all__ = [
 ]
 
 
-def generate(target: str, facts: Facts, **options: Any) -> Bundle:
-    """Run one generator (its module is imported only now)."""
-    from dataclasses import replace
-
+def generate(target: str, facts: Facts, options: TargetOptions | None = None) -> Bundle:
+    """Run one generator (its module is imported only now) with that target's options
+    (`HostOptions` for "host", ...; None: its defaults)."""
     module = importlib.import_module(TARGETS[target])
-    bundle: Bundle = module.generate(facts, **options)
+    bundle: Bundle = (
+        module.generate(facts, options) if options is not None else module.generate(facts)
+    )
     if facts.gpu_note and facts.gpu is not None:
         # A short --gpu name ("h100") taken as one SKU: say so first, with the reason.
         taken = Decision("GPU model", facts.gpu.id, facts.gpu_note, facts.gpu_note_source)
@@ -56,7 +80,9 @@ def generate(target: str, facts: Facts, **options: Any) -> Bundle:
     return bundle
 
 
-def write(bundle: Bundle, out_dir: Any, overwrite: bool = False) -> Bundle:
+def write(bundle: Bundle, out_dir: str | Path, overwrite: bool = False) -> Bundle:
+    """Write the bundle's files under `out_dir` (atomically; an existing file only with
+    `overwrite`); the bundle with the paths written."""
     from dlrig.provision.output import write_bundle
 
     return write_bundle(bundle, out_dir, overwrite)

@@ -240,10 +240,10 @@ def _check_options(options: DockerOptions) -> None:
         raise InputError(f"--uid {options.uid}: not a non-root UID", fix="use e.g. 1000")
 
 
-def generate(facts: Facts, options: DockerOptions | None = None, **kwargs: object) -> Bundle:
+def generate(facts: Facts, options: DockerOptions | None = None) -> Bundle:
     from dataclasses import replace
 
-    options = options or DockerOptions(**kwargs)  # type: ignore[arg-type]
+    options = options or DockerOptions()
     _check_options(options)
     flavor_note = None
     if options.cudnn and options.flavor == "base":

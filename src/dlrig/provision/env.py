@@ -284,8 +284,8 @@ def _relock_command(choice: TorchChoice, packages: tuple[str, ...], name: str) -
     return " ".join(shlex.quote(w) for w in words)
 
 
-def generate(facts: Facts, options: EnvOptions | None = None, **kwargs: object) -> Bundle:
-    options = options or EnvOptions(**kwargs)  # type: ignore[arg-type]
+def generate(facts: Facts, options: EnvOptions | None = None) -> Bundle:
+    options = options or EnvOptions()
     _check_packages(options.packages)
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", options.name):
         raise InputError(

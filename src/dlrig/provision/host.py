@@ -109,11 +109,11 @@ def _check_gpu_present(facts: Facts) -> None:
         )
 
 
-def generate(facts: Facts, options: HostOptions | None = None, **kwargs: object) -> Bundle:
+def generate(facts: Facts, options: HostOptions | None = None) -> Bundle:
     from dlrig.knowledge.provision import repo_package, toolkit_minors
     from dlrig.provision.stack import check_toolkit, driver_choice, torch_choice
 
-    options = options or HostOptions(**kwargs)  # type: ignore[arg-type]
+    options = options or HostOptions()
     if facts.os is None:
         raise InputError(
             "provision host: the OS release is not known",

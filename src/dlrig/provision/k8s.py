@@ -28,8 +28,8 @@ class MonitorK8sOptions:
     node_selector: str = "nvidia.com/gpu.present=true"
 
 
-def generate(facts: Facts, options: MonitorK8sOptions | None = None, **kwargs: object) -> Bundle:
-    options = options or MonitorK8sOptions(**kwargs)  # type: ignore[arg-type]
+def generate(facts: Facts, options: MonitorK8sOptions | None = None) -> Bundle:
+    options = options or MonitorK8sOptions()
     for label, value in (("--namespace", options.namespace), ("--name", options.name)):
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", value) or len(value) > 63:
             raise InputError(

@@ -54,8 +54,9 @@ def _job_name(options: LaunchOptions) -> str:
     return name
 
 
-def generate(facts: Facts, options: LaunchOptions | None = None, **kwargs: object) -> Bundle:
-    options = options or LaunchOptions(**kwargs)  # type: ignore[arg-type]
+def generate(facts: Facts, options: LaunchOptions | None = None) -> Bundle:
+    if options is None:
+        raise InputError("launch: no training script given", fix="e.g. --script train.py")
     if options.scheduler not in SCHEDULERS:
         raise InputError(
             f"--scheduler {options.scheduler}: unknown", fix="use one of: " + ", ".join(SCHEDULERS)

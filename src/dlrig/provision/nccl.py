@@ -74,10 +74,10 @@ def _matches(spec: str, interfaces: list[str]) -> list[str]:
     return [i for i in interfaces if hit(i) != exclude]
 
 
-def generate(facts: Facts, options: NcclOptions | None = None, **kwargs: object) -> Bundle:
+def generate(facts: Facts, options: NcclOptions | None = None) -> Bundle:
     from dlrig.knowledge.provision import nccl_variables
 
-    options = options or NcclOptions(**kwargs)  # type: ignore[arg-type]
+    options = options or NcclOptions()
     variables = nccl_variables()
     settings: dict[str, tuple[str, str]] = {}
     decisions: list[Decision] = []

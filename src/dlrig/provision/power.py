@@ -84,8 +84,8 @@ def _cost(facts: Facts, watts: int, top: float | None) -> tuple[str, str | None]
     )
 
 
-def generate(facts: Facts, options: PowerOptions | None = None, **kwargs: object) -> Bundle:
-    options = options or PowerOptions(**kwargs)  # type: ignore[arg-type]
+def generate(facts: Facts, options: PowerOptions | None = None) -> Bundle:
+    options = options or PowerOptions()
     head = header(facts, "power")
     files: list[GeneratedFile] = []
     decisions: list[Decision] = []

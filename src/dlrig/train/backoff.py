@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,6 +23,9 @@ from dlrig.train.accumulation import AgreedGradients, BatchPlan
 from dlrig.train.distributed import World
 from dlrig.train.log import RunLog
 from dlrig.train.precision import TrainError
+
+if TYPE_CHECKING:  # dlrig.fit is imported only when the function runs
+    from dlrig.fit.options import Options as FitOptions
 
 
 @dataclass
@@ -111,14 +114,15 @@ def next_plan(plan: BatchPlan, step: int, ranks_failed: int, log: RunLog) -> Bat
     return smaller
 
 
-def micro_batch_from_fit(**fit_options: Any) -> int:
-    """The largest micro-batch `dlrig fit` estimates fits (e.g. model=..., gpu=..., seq_len=...).
+def micro_batch_from_fit(options: FitOptions) -> int:
+    """The largest micro-batch `dlrig fit` estimates fits for `options` (a `dlrig.fit.Options`:
+    model=..., gpu=..., seq_len=...).
 
     Optional: only this function imports `dlrig.fit` (and transformers through it).
     """
     from dlrig import fit
 
-    result = fit.estimate(**fit_options)
+    result = fit.run(options)
     if not result.max_batch_size:
         raise TrainError(
             f"dlrig fit: {result.model} does not fit one sample on {result.gpu}",

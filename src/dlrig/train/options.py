@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from dlrig.errors import InputError
 from dlrig.train.backoff import OomInjector
@@ -111,3 +111,35 @@ class Options:
             raise InputError(f"timeout_s={self.timeout_s}", fix="give a positive number of seconds")
         if self.fp16_overflow_streak < 1:
             raise InputError(f"fp16_overflow_streak={self.fp16_overflow_streak}", fix="give 1+")
+
+
+class OptionFields(TypedDict, total=False):
+    """`Options`' fields as keyword arguments of `train.Run(...)`, typed (a test keeps the two
+    equal)."""
+
+    precision: str
+    global_batch: int | None
+    micro_batch: int | None
+    accumulation: int | None
+    max_steps: int | None
+    oom_backoff: bool | str
+    clip_grad_norm: float | None
+    checkpoint_dir: Path | str | None
+    checkpoint_every_steps: int | None
+    keep_checkpoints: int
+    resume: bool
+    checkpoint_format: str
+    save_on_sigterm: bool
+    log_dir: Path | str | None
+    log_every_steps: int
+    progress: bool | str
+    activation_checkpointing: bool | Sequence[type]
+    compile: bool | str
+    timeout_s: float
+    fp16_overflow_streak: int
+    measure_comm: bool
+    gpu_monitor: Any
+    quiet: bool
+    inject_oom: OomInjector | None
+    profile_steps: int | None
+    profile_dir: Path | str | None

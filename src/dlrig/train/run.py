@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import torch
 
@@ -40,7 +40,7 @@ from dlrig.train.accumulation import BatchPlan
 from dlrig.train.data import StopFlag, Timing, TrainLoader
 from dlrig.train.loaders import generators_of, rebuild
 from dlrig.train.log import RunLog
-from dlrig.train.options import Options
+from dlrig.train.options import OptionFields, Options
 from dlrig.train.precision import OverflowWatch, TrainError
 from dlrig.train.steps import StepEngine
 from dlrig.train.stopping import StopSignals
@@ -50,8 +50,14 @@ _NEVER = 1 << 62
 
 
 class Run:
-    def __init__(self, options: Options | None = None, **kwargs: Any) -> None:
-        self.options = options if options is not None else Options(**kwargs)
+    """One training run: `Run(max_steps=..., checkpoint_dir=...)` (the fields of `Options`),
+    `run.setup(model, optimizer)`, `run.setup_dataloader(loader)`, then for each batch of
+    `run.epochs(n)` a `run.step(loss_fn, *batch)`, and `run.finish()`. DDP, precision,
+    checkpoints, OOM back-off and the time split are its work; `dlrig train -- python
+    script.py` reports it."""
+
+    def __init__(self, options: Options | None = None, **fields: Unpack[OptionFields]) -> None:
+        self.options = options if options is not None else Options(**fields)
         o = self.options
         self.world = distributed.init(o.timeout_s)
         self.log = RunLog(self.world.rank, self.world.world_size, quiet=o.quiet)

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dlrig import causes
+from dlrig import causes, report
 from dlrig.report import envelope
 from dlrig.train.log import Decision, RunLog, format_seconds
 
@@ -56,15 +56,32 @@ class TimeSplit:
         }
 
 
-@dataclass(frozen=True)
-class Finding:
-    cause: str
-    title: str
+@dataclass(frozen=True, kw_only=True)
+class Finding(report.Finding):
+    """What the run's own measurements point at (status warn); `text` is what was measured."""
+
     text: str
-    fix: str
+
+    @classmethod
+    def of(cls, cause: str, title: str, text: str, fix: str) -> Finding:
+        return cls(
+            id=f"train.{cause}",
+            status=report.Status.WARN,
+            title=title,
+            source="train",
+            evidence=(text,),
+            fix=fix,
+            cause=cause,
+            text=text,
+        )
 
     def to_dict(self) -> dict[str, str]:
-        return {"cause": self.cause, "title": self.title, "text": self.text, "fix": self.fix}
+        return {
+            "cause": self.cause or "",
+            "title": self.title,
+            "text": self.text,
+            "fix": self.fix or "",
+        }
 
 
 @dataclass(frozen=True)
@@ -186,7 +203,7 @@ def input_bound(
     )
     batch = per_rank_batch or getattr(loader, "batch_size", None) or 1
     line = settings.line(batch)
-    return Finding(
+    return Finding.of(
         cause.id,
         cause.title,
         f"the loop waited for data {shares['data_wait']:.0%} of the time "

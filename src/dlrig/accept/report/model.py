@@ -8,20 +8,23 @@ entry per cause and GPU.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dlrig.accept import judge
+from dlrig.accept import judge, stages
 from dlrig.accept.report import compare as compare_runs
 from dlrig.accept.report import facts as machine_facts
 from dlrig.accept.report import figures
 from dlrig.accept.report.inputs import HISTORY_SCHEMA, Input, check_one_machine, machines
 from dlrig.accept.verdict import Verdict
+from dlrig.bench import BenchReport
+from dlrig.doctor import DoctorReport
 from dlrig.errors import InputError
+from dlrig.machine.model import Machine
 from dlrig.profile.model import GPU_PARTS, HOST_PHASES, PART_LABELS
-from dlrig.report import envelope
+from dlrig.report import Status, envelope
 
 SCHEMA_NAME = "dlrig.report"
 SCHEMA_VERSION = 1
@@ -29,28 +32,35 @@ MACHINE_PRIORITY = ("dlrig.accept", "dlrig.doctor", "dlrig.machine", "dlrig.benc
 
 
 def verdict_of(entry: dict[str, Any]) -> Verdict:
-    return Verdict(
-        entry["id"],
-        entry["status"],
-        entry["title"],
-        entry.get("source", "burn-in"),
-        tuple(entry.get("evidence") or ()),
-        entry.get("fix"),
-        entry.get("cause"),
-        entry.get("gpu"),
-    )
+    try:
+        return Verdict.from_dict({"source": "burn-in", **entry})
+    except (KeyError, ValueError) as exc:
+        raise InputError(
+            f"accept document: a verdict does not read ({exc})", fix="give an `accept --json` file"
+        ) from None
 
 
-def _doctor_of_snapshot(document: dict[str, Any]) -> dict[str, Any]:
+def _doctor_of_snapshot(document: dict[str, Any]) -> DoctorReport:
     """A saved snapshot is judged by doctor's checks (pure functions of it)."""
-    from dlrig.accept import stages
-    from dlrig.machine.model import Machine
-
     try:
         machine = Machine.from_dict(document)
     except ValueError as exc:
         raise InputError(f"machine snapshot: {exc}", fix="give a `doctor --save` file") from None
     return stages.doctor_report(machine)
+
+
+def _doctor_of(document: dict[str, Any]) -> DoctorReport:
+    try:
+        return DoctorReport.from_dict(document)
+    except (KeyError, ValueError) as exc:
+        raise InputError(f"doctor document: {exc}", fix="give a `doctor --json` file") from None
+
+
+def _bench_of(document: dict[str, Any]) -> BenchReport:
+    try:
+        return BenchReport.from_dict(document)
+    except (KeyError, ValueError) as exc:
+        raise InputError(f"bench document: {exc}", fix="give a `bench --json` file") from None
 
 
 def _fit_verdicts(document: dict[str, Any]) -> list[Verdict]:
@@ -70,7 +80,7 @@ def _fit_verdicts(document: dict[str, Any]) -> list[Verdict]:
         else "a smaller batch, gradient checkpointing, or sharding (`dlrig fit --help`)"
     )
     return [
-        Verdict(
+        Verdict.of(
             "fit.fits",
             "warn",
             f"{document.get('model')} does not fit on {document.get('gpu')}{need}",
@@ -92,7 +102,7 @@ def _monitor_verdicts(report: dict[str, Any]) -> list[Verdict]:
                 f"{k} {v:.0f} s" for k, v in (gpu.get("throttled_seconds_by_reason") or {}).items()
             )
             verdicts.append(
-                Verdict(
+                Verdict.of(
                     "monitor.throttle",
                     "warn",
                     f"GPU {gpu['gpu']} throttled {throttled / seconds:.0%} of the recorded time",
@@ -105,7 +115,7 @@ def _monitor_verdicts(report: dict[str, Any]) -> list[Verdict]:
             )
     for event in report.get("xid_events") or ():
         verdicts.append(
-            Verdict(
+            Verdict.of(
                 "monitor.xid",
                 "fail",
                 f"Xid {event['xid']} recorded on GPU {event['gpu']} ({event['count']}x)",
@@ -119,35 +129,34 @@ def _monitor_verdicts(report: dict[str, Any]) -> list[Verdict]:
     return verdicts
 
 
-def _doctor_section(label: str, document: dict[str, Any]) -> dict[str, Any]:
-    checks = document.get("checks") or []
+def _doctor_section(label: str, report: DoctorReport) -> dict[str, Any]:
+    shown_statuses = (Status.FAIL, Status.WARN, Status.INFO)
     shown = sorted(
-        (c for c in checks if c["status"] in ("fail", "warn", "info")),
-        key=lambda c: ("fail", "warn", "info").index(c["status"]),
+        (c for c in report.checks if c.status in shown_statuses),
+        key=lambda c: shown_statuses.index(c.status),
     )
     return {
         "label": label,
-        "counts": document.get("summary") or {},
-        "checks": shown,
-        "ok": [c["title"] for c in checks if c["status"] == "ok"],
-        "skipped": sum(1 for c in checks if c["status"] == "skip"),
+        "counts": report.summary.counts,
+        "checks": [c.to_dict() for c in shown],
+        "ok": [c.title for c in report.checks if c.status is Status.OK],
+        "skipped": sum(1 for c in report.checks if c.status is Status.SKIP),
     }
 
 
-def _bench_section(label: str, document: dict[str, Any]) -> dict[str, Any]:
+def _bench_section(
+    label: str, report: BenchReport, skipped: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "label": label,
-        "device": document.get("device"),
-        "results": [r for r in document.get("results") or () if r.get("verdict") != "skip"],
+        "device": None if report.device is None else report.device.to_dict(),
+        "results": [r.to_dict() for r in report.results if r.status is not Status.SKIP],
         "skipped": [
-            {"part": r["part"], "test": r["test"], "note": r.get("note")}
-            for r in document.get("results") or ()
-            if r.get("verdict") == "skip"
+            {"part": r.part, "test": r.test, "note": r.note}
+            for r in report.results
+            if r.status is Status.SKIP
         ]
-        + [
-            {"part": p, "test": "", "note": why}
-            for p, why in (document.get("skipped") or {}).items()
-        ],
+        + [{"part": p, "test": "", "note": why} for p, why in (skipped or {}).items()],
     }
 
 
@@ -191,7 +200,7 @@ PROFILE_HOST_PHASES = tuple((phase, PART_LABELS[phase]) for phase in HOST_PHASES
 def _profile_verdicts(document: dict[str, Any]) -> list[Verdict]:
     """The profile's findings as warnings: they slow the run, they do not fail a machine."""
     return [
-        Verdict(
+        Verdict.of(
             f"profile.{finding.get('cause')}",
             "warn",
             f"{finding.get('title')} (up to x{finding.get('expected_speedup', 1):.2f} per step)",
@@ -298,18 +307,21 @@ def sections(inputs: Sequence[Input]) -> dict[str, Any]:
                 }
             )
             if doc.get("doctor"):
-                out["doctor"].append(_doctor_section(label, doc["doctor"]))
+                out["doctor"].append(_doctor_section(label, _doctor_of(doc["doctor"])))
             if doc.get("bench"):
-                out["bench"].append(_bench_section(label, doc["bench"]))
+                skipped = doc["bench"].get("skipped") or {}
+                bench = _bench_of({k: v for k, v in doc["bench"].items() if k != "skipped"})
+                out["bench"].append(_bench_section(label, bench, skipped))
             if doc.get("burn_in"):
                 out["burn_ins"].append(_burn_in_section(label, doc["burn_in"]))
         elif schema in ("dlrig.doctor", "dlrig.machine"):
-            doctor = doc if schema == "dlrig.doctor" else _doctor_of_snapshot(doc)
+            doctor = _doctor_of(doc) if schema == "dlrig.doctor" else _doctor_of_snapshot(doc)
             out["verdicts"] += judge.from_doctor(doctor)
             out["doctor"].append(_doctor_section(label, doctor))
         elif schema == "dlrig.bench":
-            out["verdicts"] += judge.from_bench(doc)
-            out["bench"].append(_bench_section(label, doc))
+            bench = _bench_of(doc)
+            out["verdicts"] += judge.from_bench(bench.results)
+            out["bench"].append(_bench_section(label, bench))
         elif schema == "dlrig.fit":
             out["verdicts"] += _fit_verdicts(doc)
             out["fits"].append(_fit_section(label, doc))

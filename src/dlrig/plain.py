@@ -1,6 +1,7 @@
 """Generic (de)serialisation of frozen dataclasses to plain JSON values and back.
 
-Kept apart from the snapshot's fields so the model reads as a schema. `from_plain` checks types
+Kept apart from the snapshot's fields so the model reads as a schema, and below every command
+so each of their reports has a typed reader (`from_dict`) built on it. `from_plain` checks types
 and names the first field that does not fit (``machine.gpus[0].name: expected str``), which is
 what `--from` errors quote to the user.
 """
@@ -8,16 +9,21 @@ what `--from` errors quote to the user.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from typing import Any, Union
 
 
 def to_plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | list):
         return [to_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_plain(item) for key, item in value.items()}
     return value
 
 
@@ -75,6 +81,20 @@ def from_plain(tp: Any, value: Any, where: str) -> Any:
             raise ValueError(f"{where}: {exc}") from None
     if tp is Any:
         return value
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            choices = ", ".join(str(member.value) for member in tp)
+            raise ValueError(f"{where}: {value!r} is not one of {choices}") from None
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
+        key_type, item_type = typing.get_args(tp) or (str, Any)
+        return {
+            from_plain(key_type, k, where): from_plain(item_type, v, f"{where}.{k}")
+            for k, v in value.items()
+        }
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"{where}: expected a number, got {value!r}")
