@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dlrig import fit
-from dlrig.fit import pipeline, store
+from dlrig.fit import context, store
 from dlrig.knowledge import gpus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -229,7 +229,7 @@ def prepared(case: Case) -> tuple[Any, Any]:
         return _PREPARED[id(case)]
     o = case.options
     traced = fit.trace(o)
-    ctx = pipeline.resolve(
+    ctx = context.resolve(
         traced,
         None,
         {
@@ -253,8 +253,7 @@ def prepared(case: Case) -> tuple[Any, Any]:
 
 def unstored(cases: Iterable[Case]) -> list[Case]:
     """The cases whose trace is not in TRACES for this tracer code and these versions."""
-    from dlrig.fit.tracing import basis_options
-    from dlrig.fit.workload import make_workload
+    from dlrig.fit.tracing import basis_options, make_workload
 
     with store.use(TRACES, write=False):
         return [
@@ -270,7 +269,7 @@ def predict(case: Case, overrides: dict[str, float] | None = None) -> float:
     traced, ctx = prepared(case)
     o = case.options
     if case.kind == "memory":
-        memory = pipeline.memory_at(traced, ctx, traced.batch)
+        memory = context.memory_at(traced, ctx, traced.batch)
         peak = float(memory.peak_bytes)
         if case.context_mib is not None:
             peak += case.context_mib * 2**20 - memory.breakdown["cuda_context"]
@@ -280,7 +279,7 @@ def predict(case: Case, overrides: dict[str, float] | None = None) -> float:
                 "reserved": memory.reserved_bytes,
             }.get(case.memory_kind or "peak", peak)
         )
-    _, step = pipeline.time_at(traced, ctx, traced.batch, overrides)
+    _, step = context.time_at(traced, ctx, traced.batch, overrides)
     samples = o.batch_size * o.gpus * o.grad_accum / step.step_s
     if case.metric == "train_throughput_per_gpu":
         return samples * (traced.workload.tokens_per_sample or 1) / o.gpus
@@ -307,7 +306,7 @@ def calibrate(
 ) -> tuple[dict[str, float], list[str]]:
     """Coordinate descent over GRID minimising the median |error| of `cases` (throughput
     rows). Returns the constants and the names that ended on their grid's edge."""
-    current = {name: pipeline.fitted()[name] for name in GRID}
+    current = {name: context.fitted()[name] for name in GRID}
     best = median_error(cases, current)
     for _ in range(rounds):
         moved = False
@@ -438,7 +437,7 @@ def calibrate_inference(cases: Sequence[InferenceCase]) -> tuple[dict[str, float
     """Coordinate descent of the inference constants on `cases`: mean |log(predicted/measured)|
     (few rows, each constant governing a handful: a median would ignore the TP and quantised
     rows that alone pin tp_allreduce_us and the quantised efficiency)."""
-    current = {name: pipeline.fitted()[name] for name in INFERENCE_GRID}
+    current = {name: context.fitted()[name] for name in INFERENCE_GRID}
 
     def score(values: dict[str, float]) -> float:
         found = [

@@ -23,7 +23,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from dlrig.fit import pipeline, store
+from dlrig.fit import context, store
 
 # One worker builds the corpus of traces once (module fixture), not both.
 pytestmark = pytest.mark.xdist_group("fit_accuracy")
@@ -96,11 +96,11 @@ def test_in_sample_is_not_far_better_than_held_out(predicted):
 
 
 def test_fitted_constants_are_inside_their_grids():
-    fitted = pipeline.fitted()
+    fitted = context.fitted()
     for grids in (fa.GRID, fa.INFERENCE_GRID):
         for name, grid in grids.items():
             assert grid[0] < fitted[name] < grid[-1], (name, fitted[name], grid)
-    source = pipeline.calibration()["fitted"]["source"]
+    source = context.calibration()["fitted"]["source"]
     assert "held out" in source and "fit_accuracy.py" in source
 
 

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import DlrigError
 from dlrig.fit import hardware
+from dlrig.fit.context import Context, memory_at, sharded_full, storage
 from dlrig.fit.options import WORKLOAD_FIELDS, check, replace_options
 from dlrig.fit.result import Advice
 from dlrig.knowledge.gpus import catalogue
 
 if TYPE_CHECKING:
     from dlrig.fit.memory import MemoryEstimate
-    from dlrig.fit.pipeline import Context
     from dlrig.fit.tracing import TracedWorkload
 
 GPU_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -31,7 +31,6 @@ def _setup(
     """The trace and context `dlrig fit` with `changes` would use: None for options it would
     refuse (no remedy); "auto" resolved again for the changed setup (sharding over more GPUs
     makes fp32 masters); a new trace where the workload or that precision changes."""
-    from dlrig.fit.pipeline import Context, sharded_full, storage
     from dlrig.fit.tracing import trace, traced_precision
 
     options = replace_options(ctx.options, **changes)
@@ -61,8 +60,6 @@ def _setup(
 
 def _peak(traced: TracedWorkload, ctx: Context, changes: dict[str, Any]) -> int | None:
     """What must stay on each GPU with `changes`, as `dlrig fit` with them would report it."""
-    from dlrig.fit.pipeline import memory_at
-
     found = _setup(traced, ctx, changes)
     if found is None:
         return None

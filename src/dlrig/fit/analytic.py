@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
+from dlrig.fit.context import Context, sharded_full
 from dlrig.fit.result import FitResult
 from dlrig.fit.sharding import Plan, Sizes, held
 
 if TYPE_CHECKING:
-    from dlrig.fit.pipeline import Context
     from dlrig.fit.tracing import TracedWorkload
 
 LABEL = "ANALYTIC ESTIMATE: parameters, gradients and optimizer state only; activations are NOT included"
@@ -151,7 +151,6 @@ def _sixteen_bit_lm(config: dict[str, Any]) -> bool:
 def estimate_from_config(options: Any, machine: Any) -> FitResult:
     """--analytic: config.json only, no torch."""
     from dlrig.fit import hardware, hfconfig
-    from dlrig.fit.pipeline import Context, sharded_full
     from dlrig.fit.presets import presets
 
     if options.config is not None:

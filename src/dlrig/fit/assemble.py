@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from dlrig.fit import batching
 from dlrig.fit.assumptions import assumptions
+from dlrig.fit.context import memory_at, time_at
 from dlrig.fit.result import FitResult
 from dlrig.fit.timing import host_link_bytes_per_s, peak_used_tflops
 from dlrig.units import human_bytes
 
 if TYPE_CHECKING:
-    from dlrig.fit.pipeline import Context
+    from dlrig.fit.context import Context
     from dlrig.fit.tracing import TracedWorkload
 
 
@@ -38,8 +39,6 @@ def setup_dict(traced: TracedWorkload, ctx: Context, batch: int) -> dict[str, An
 
 
 def result(traced: TracedWorkload, ctx: Context) -> FitResult:
-    from dlrig.fit.pipeline import memory_at, time_at
-
     o = ctx.options
     batch = traced.batch
     memory = memory_at(traced, ctx, batch)

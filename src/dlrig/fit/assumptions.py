@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dlrig.fit.context import calibration, time_setup
 from dlrig.units import human_bytes
 
 if TYPE_CHECKING:
+    from dlrig.fit.context import Context
     from dlrig.fit.memory import MemoryEstimate
-    from dlrig.fit.pipeline import Context
     from dlrig.fit.timing import StepTime
     from dlrig.fit.tracing import TracedWorkload
 
@@ -36,8 +37,6 @@ _STRATEGY = {
 def assumptions(
     traced: TracedWorkload, ctx: Context, timing: StepTime, memory: MemoryEstimate
 ) -> list[str]:
-    from dlrig.fit.pipeline import calibration, time_setup
-
     table = calibration()
     fitted = table["fitted"]
     o = ctx.options

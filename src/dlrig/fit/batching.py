@@ -5,16 +5,16 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from dlrig.fit.context import memory_at
+
 if TYPE_CHECKING:
-    from dlrig.fit.pipeline import Context
+    from dlrig.fit.context import Context
     from dlrig.fit.tracing import TracedWorkload
 
 
 def max_batch(traced: TracedWorkload, ctx: Context, limit: int) -> int:
     """Largest per-GPU batch whose peak fits: memory is affine in the batch, so two batches give
     the line and a trace at the answer checks it (and the next batch up must not fit)."""
-    from dlrig.fit.pipeline import memory_at
-
     b1 = traced.batch
     m1 = memory_at(traced, ctx, b1).needed_bytes
     b2 = b1 * 2

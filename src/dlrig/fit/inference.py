@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dlrig.errors import InputError
+from dlrig.fit.context import Context, calibration, fitted
 from dlrig.fit.result import FitResult
 from dlrig.knowledge import weight_formats
-
-if TYPE_CHECKING:
-    from dlrig.fit.pipeline import Context
 
 # bytes per weight: int8/int4 are weight-only (per-channel / group-128 fp16 scale and zero)
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0 + 2 / 4096, "int4": 0.5 + 4 / 128}
@@ -99,8 +97,6 @@ def plan_serving(
 ) -> dict[str, Any]:
     """`tensor_parallel`: the group size the user serves over (--gpus); None picks the
     smallest of TP_DEGREES that holds the weights and KV cache."""
-    from dlrig.fit.pipeline import calibration, fitted
-
     spec, g = ctx.spec, geometry
     table = calibration()
     cal = fitted(overrides)
@@ -239,8 +235,7 @@ class Serving:
 
 def serving(options: Any, machine: Any) -> Serving:
     from dlrig.fit import hardware
-    from dlrig.fit.pipeline import Context
-    from dlrig.fit.workload import make_workload
+    from dlrig.fit.tracing import make_workload
 
     workload = make_workload(options)
     if workload.task != "causal_lm":

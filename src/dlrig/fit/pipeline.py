@@ -7,190 +7,14 @@ alone, so a planner can sweep the catalogue with one trace per model.
 
 from __future__ import annotations
 
-import functools
-import tomllib
-from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from dlrig.errors import InputError
-from dlrig.fit import hardware
-from dlrig.fit.memory import MemoryEstimate, combine, extrapolate
+from dlrig.fit import analytic, assemble, hardware, inference
+from dlrig.fit.context import convolutional, resolve, sharded_full, storage
 from dlrig.fit.options import WORKLOAD_FIELDS, Options, check, replace_options
 from dlrig.fit.result import FitResult
-from dlrig.fit.sharding import Plan, held
-from dlrig.fit.timing import PhaseTimes, StepTime, TimeSetup, phase_times, step_time
 from dlrig.fit.tracing import TracedWorkload
-from dlrig.knowledge.gpus import GpuSpec
-
-# one traced AdamW step serves all of these (bitsandbytes' state is sized analytically)
-SAME_TRACE_OPTIMIZERS = ("adam", "adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit")
-
-
-@functools.cache
-def calibration() -> dict[str, Any]:
-    text = (
-        resources.files("dlrig.knowledge")
-        .joinpath("data", "fit_calibration.toml")
-        .read_text("utf-8")
-    )
-    return tomllib.loads(text)
-
-
-def fitted(overrides: dict[str, float] | None = None) -> dict[str, float]:
-    table = calibration()["fitted"]
-    values = {k: float(v) for k, v in table.items() if isinstance(v, float | int)}
-    values.update(overrides or {})
-    return values
-
-
-@dataclass(frozen=True)
-class Context:
-    """One evaluation's resolved facts."""
-
-    options: Options
-    spec: GpuSpec
-    memory_bytes: int
-    gpu_origin: str
-    precision: str
-    precision_why: str
-
-
-def resolve(traced: TracedWorkload, machine: Any, changes: dict[str, Any]) -> Context:
-    workload_changes = [
-        k for k in changes if k in WORKLOAD_FIELDS and k != "optimizer" and k != "precision"
-    ]
-    if workload_changes:
-        raise InputError(
-            f"evaluate() cannot change {', '.join(workload_changes)}: they need a new trace",
-            fix="call fit.trace(...) with those options",
-        )
-    options = replace_options(traced.options, **changes)
-    check(options)
-    if options.optimizer != traced.options.optimizer and not (
-        options.optimizer in SAME_TRACE_OPTIMIZERS
-        and traced.options.optimizer in SAME_TRACE_OPTIMIZERS
-    ):
-        raise InputError(
-            f"evaluate() cannot switch {traced.options.optimizer} to {options.optimizer}",
-            fix="trace with that --optimizer",
-        )
-    target = hardware.target(options.gpu, machine)
-    precision, why = hardware.resolve_precision(
-        options.precision, target.spec, traced.precision, sharded_full(options)
-    )
-    if storage(precision) != storage(traced.precision):
-        raise InputError(
-            f"evaluate() at {precision} needs a trace at that precision",
-            fix=f"trace with --precision {precision}",
-        )
-    return Context(options, target.spec, target.memory_bytes, target.origin, precision, why)
-
-
-def sharded_full(options: Options) -> bool:
-    """A full fine-tune sharded over several GPUs (FSDP or ZeRO): its trainable weights are
-    fp32 masters by default (hardware.resolve_precision says why). LoRA's trainable adapters
-    are fp32 already and its frozen base is not upcast."""
-    return options.strategy != "ddp" and options.gpus > 1 and not (options.lora or options.qlora)
-
-
-def storage(precision: str) -> str:
-    """What a trace depends on: how weights are stored and whether autocast casts them
-    (amp-bf16 and amp-fp16 allocate the same bytes; fp32 and tf32 too)."""
-    return {"fp32": "fp32", "tf32": "fp32", "amp-fp16": "amp", "amp-bf16": "amp"}.get(
-        precision, precision
-    )
-
-
-def plan_of(ctx: Context) -> Plan:
-    o = ctx.options
-    return Plan(
-        o.strategy,
-        o.gpus,
-        o.gpus_per_node,
-        ctx.precision,
-        o.optimizer,
-        o.offload,
-        o.prefetch,
-        optimizer_in_backward=o.optimizer_in_backward,
-        unsynced=not o.grad_sync and o.grad_accum > 1 and o.gpus > 1,
-    )
-
-
-def memory_at(traced: TracedWorkload, ctx: Context, batch: int) -> MemoryEstimate:
-    sizes_table = calibration()["sizes"]
-    workspaces = int(sizes_table["cublas_workspace_bytes"]) + (
-        int(sizes_table["cudnn_workspace_bytes"]) if _convolutional(traced) else 0
-    )
-    return combine(
-        traced.at(batch),
-        traced.layers or 1,
-        held(traced.sizes, plan_of(ctx)),
-        ctx.options.grad_accum > 1 or ctx.options.keep_grads,
-        workspaces,
-        int(sizes_table["cuda_context_bytes"]),
-        int(sizes_table["nccl_buffers_bytes"]) if ctx.options.gpus > 1 else 0,
-        fitted()["allocator_reserve_factor"],
-    )
-
-
-def _convolutional(traced: TracedWorkload) -> bool:
-    from dlrig.fit.tracedata import KIND_CODES
-
-    return any(
-        bool((trace.ops.kind == KIND_CODES["conv"]).any())
-        for _, trace in traced.at(traced.batch)[:1]
-    )
-
-
-def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeSetup:
-    table = calibration()
-    ratios = table["mamf_ratio"]
-    o = ctx.options
-    return TimeSetup(
-        precision=ctx.precision,
-        strategy=o.strategy,
-        gpus=o.gpus,
-        gpus_per_node=o.gpus_per_node,
-        grad_accum=o.grad_accum,
-        interconnect=o.interconnect or ("nvlink" if ctx.spec.has_nvlink else "pcie"),
-        network_gbps=o.network_gbps or float(table["network"]["default_gbps"]),
-        calibration=fitted(overrides),
-        mamf_ratio=float(ratios.get(ctx.spec.id, ratios["default"])),
-        offload=o.offload,
-        channels_last=o.channels_last,
-        grad_sync=o.grad_sync,
-    )
-
-
-def phases_at(
-    traced: TracedWorkload, ctx: Context, batch: int, overrides: dict[str, float] | None = None
-) -> PhaseTimes:
-    setup = time_setup(ctx, overrides)
-    samples = traced.at(batch)
-    per = [phase_times(trace, ctx.spec, setup) for _, trace in samples]
-    depths = [d for d, _ in samples]
-    layers = traced.layers or 1
-    return PhaseTimes(
-        *(
-            extrapolate([getattr(p, name) for p in per], depths, layers)
-            for name in (
-                "forward_s",
-                "backward_s",
-                "optimizer_s",
-                "compute_bound_s",
-                "forward_flops",
-                "backward_flops",
-            )
-        )
-    )
-
-
-def time_at(
-    traced: TracedWorkload, ctx: Context, batch: int, overrides: dict[str, float] | None = None
-) -> tuple[PhaseTimes, StepTime]:
-    phases = phases_at(traced, ctx, batch, overrides)
-    return phases, step_time(phases, traced.sizes, ctx.spec, time_setup(ctx, overrides))
 
 
 def evaluate(traced: TracedWorkload, machine: Any = None, **changes: Any) -> FitResult:
@@ -198,8 +22,6 @@ def evaluate(traced: TracedWorkload, machine: Any = None, **changes: Any) -> Fit
     do not change the trace: gpu, gpus, strategy, gpus_per_node, network_gbps, interconnect,
     grad_accum, global_batch, tokens, dataset_size, epochs, offload, prefetch, channels_last,
     keep_grads, search_max_batch, advise (and optimizer among adam/adamw/adamw-8bit/paged-adamw/paged-adamw-8bit)."""
-    from dlrig.fit import analytic, assemble
-
     changes.setdefault("search_max_batch", False)
     changes.setdefault("advise", False)
     if traced.options.precision == "auto" or changes.get("precision") == "auto":
@@ -215,7 +37,7 @@ def evaluate(traced: TracedWorkload, machine: Any = None, **changes: Any) -> Fit
             traced = trace(replace_options(traced.options, precision=wanted))
         changes["precision"] = "auto"
     ctx = resolve(traced, machine, changes)
-    if ctx.options.channels_last and traced.method == "trace" and not _convolutional(traced):
+    if ctx.options.channels_last and traced.method == "trace" and not convolutional(traced):
         raise InputError(
             f"--channels-last applies to convolution nets; {traced.workload.name} has no convolutions",
             fix="drop --channels-last",
@@ -239,15 +61,11 @@ def estimate(options: Options, machine: Any = None) -> FitResult:
     """Estimate memory, batch size and speed."""
     check(options)
     if options.analytic:
-        from dlrig.fit import analytic
-
         return analytic.estimate_from_config(options, machine)
     # resolve the GPU first: a typo in --gpu should not cost a trace
     spec = hardware.target(options.gpu, machine).spec
     hardware.resolve_precision(options.precision, spec)
     if options.inference:
-        from dlrig.fit import inference
-
         return inference.estimate(options, machine)
     first = options
     if options.precision == "auto":

@@ -17,16 +17,18 @@ import hashlib
 import io
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dlrig.fit.options import WORKLOAD_FIELDS
+from dlrig.fit.tracedata import OpTable, Trace, affine
+
 if TYPE_CHECKING:
     from dlrig.fit.options import Options
-    from dlrig.fit.tracedata import Trace
-    from dlrig.fit.tracing import Basis
     from dlrig.fit.workload import Workload
 
 _FOLDER: list[Path] = []
@@ -47,6 +49,7 @@ TRACER_MODULES = (
     "workload",
 )
 TABLES = ("fit_presets.toml", "fit_autocast.toml")
+BATCH_FIELD = "batch_size"
 _INTS = (
     "param_count",
     "trainable_count",
@@ -60,6 +63,38 @@ _INTS = (
     "root_trainable",
     "root_frozen_bytes",
 )
+
+
+@dataclass
+class Basis:
+    """Traces of one workload at one or two batch sizes, per traced depth."""
+
+    batches: tuple[int, ...]
+    traces: dict[int, dict[int, Trace]]  # batch -> depth -> trace
+    affine: bool  # other batches are affine combinations of the two
+
+    def at(self, batch: int, depths: tuple[int, ...]) -> list[tuple[int, Trace]] | None:
+        if batch in self.traces:
+            return sorted(self.traces[batch].items())
+        if not self.affine or len(self.batches) < 2:
+            return None
+        b1, b2 = self.batches[:2]
+        return [
+            (d, affine(self.traces[b1][d], self.traces[b2][d], b1, b2, batch))
+            for d in sorted(self.traces[b1])
+        ]
+
+
+def basis_key(options: Options) -> tuple[object, ...]:
+    """The workload fields except the batch size: one basis serves every batch. A config file
+    is keyed by its content (its path and the name it is shown under do not change the trace)."""
+    fields = {n: getattr(options, n) for n in WORKLOAD_FIELDS if n != BATCH_FIELD}
+    if options.config is not None:
+        path = Path(options.config)
+        path = path / "config.json" if path.is_dir() else path
+        fields["model"] = "config"
+        fields["config"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return tuple(fields.values())
 
 
 @contextlib.contextmanager
@@ -93,8 +128,6 @@ def code_fingerprint() -> str:
 
 
 def _key(options: Options) -> str:
-    from dlrig.fit.tracing import basis_key
-
     fields = [repr(v) for v in basis_key(options)]  # a config by its content, not its path
     return hashlib.sha256(json.dumps([code_fingerprint(), *fields]).encode()).hexdigest()[:24]
 
@@ -155,9 +188,6 @@ def save(options: Options, workload: Workload, basis: Basis) -> None:
 
 
 def load(options: Options, workload: Workload) -> Basis | None:
-    from dlrig.fit.tracedata import OpTable, Trace
-    from dlrig.fit.tracing import Basis
-
     path = _path(options)
     if path is None or not path.is_file():
         return None

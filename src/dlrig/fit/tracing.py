@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
+from dlrig.fit import hfconfig, presets, store
 from dlrig.fit.memory import extrapolate
-from dlrig.fit.options import BNB_ADAMW, WORKLOAD_FIELDS, Options, replace_options
+from dlrig.fit.options import BNB_ADAMW, Options, replace_options
 from dlrig.fit.sharding import Sizes
+from dlrig.fit.store import Basis, basis_key
 from dlrig.fit.workload import Workload
 
 if TYPE_CHECKING:
@@ -31,29 +33,6 @@ _CACHE: OrderedDict[tuple[object, ...], TracedWorkload] = OrderedDict()
 _BASES: OrderedDict[tuple[object, ...], Basis] = OrderedDict()
 _CACHE_LIMIT = 32
 AUTOCAST = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
-BATCH_FIELD = "batch_size"
-
-
-@dataclass
-class Basis:
-    """Traces of one workload at one or two batch sizes, per traced depth."""
-
-    batches: tuple[int, ...]
-    traces: dict[int, dict[int, Trace]]  # batch -> depth -> trace
-    affine: bool  # other batches are affine combinations of the two
-
-    def at(self, batch: int, depths: tuple[int, ...]) -> list[tuple[int, Trace]] | None:
-        from dlrig.fit.tracedata import affine
-
-        if batch in self.traces:
-            return sorted(self.traces[batch].items())
-        if not self.affine or len(self.batches) < 2:
-            return None
-        b1, b2 = self.batches[:2]
-        return [
-            (d, affine(self.traces[b1][d], self.traces[b2][d], b1, b2, batch))
-            for d in sorted(self.traces[b1])
-        ]
 
 
 @dataclass
@@ -219,21 +198,6 @@ def _analytic(workload: Workload, options: Options, batch: int, exc: Exception) 
     )
 
 
-def basis_key(options: Options) -> tuple[object, ...]:
-    """The workload fields except the batch size: one basis serves every batch. A config file
-    is keyed by its content (its path and the name it is shown under do not change the trace)."""
-    fields = {n: getattr(options, n) for n in WORKLOAD_FIELDS if n != BATCH_FIELD}
-    if options.config is not None:
-        import hashlib
-        from pathlib import Path
-
-        path = Path(options.config)
-        path = path / "config.json" if path.is_dir() else path
-        fields["model"] = "config"
-        fields["config"] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return tuple(fields.values())
-
-
 def basis_options(options: Options, workload: Workload) -> Options:
     """The options as traced, one per distinct trace: "auto" as the precision it traces, and
     bitsandbytes' AdamW family as adamw (make_optimizer runs the same fp32 AdamW step)."""
@@ -245,7 +209,6 @@ def basis_options(options: Options, workload: Workload) -> Options:
 
 
 def _basis(workload: Workload, options: Options, batch: int, depths: tuple[int, ...]) -> Basis:
-    from dlrig.fit import store
     from dlrig.fit.tracedata import same_structure
 
     options = basis_options(options, workload)
@@ -277,10 +240,36 @@ def _remember(key: tuple[object, ...], basis: Basis) -> None:
         _BASES.popitem(last=False)
 
 
+def make_workload(options: Any) -> Workload:
+    """The workload the options name: a preset, a config.json, a Hub id, or module:factory."""
+    if options.config is not None:
+        return hfconfig.config_workload(options.config, options)
+    if ":" in options.model and "/" not in options.model.split(":")[0]:
+        if options.seq_len is not None or options.image_size is not None:
+            raise InputError(
+                "--seq-len/--image-size do not apply to a custom factory: its shapes come from --input",
+                fix="describe the batch with --input 'x:float32[B,3,224,224]' and drop them",
+            )
+        return presets.custom_workload(options.model, options.input_spec)
+    if options.input_spec is not None:
+        raise InputError(
+            f"--input applies to a custom module:factory, not to {options.model}",
+            fix="drop --input (presets and configs build their own batch)",
+        )
+    if options.model in presets.presets():
+        return presets.preset_workload(
+            options.model, options.seq_len, options.image_size, options.attention
+        )
+    if "/" in options.model:
+        return hfconfig.hub_workload(options.model, options)
+    return presets.preset_workload(
+        options.model, options.seq_len, options.image_size, options.attention
+    )
+
+
 def trace(options: Options) -> TracedWorkload:
     """Trace `options`' workload once (cached by its workload fields)."""
     from dlrig.fit.options import check
-    from dlrig.fit.workload import make_workload
 
     check(options)
     key = options.workload_key()

@@ -256,32 +256,3 @@ def hf_workload(
         notes=notes,
         checkpoint_dtype=checkpoint_dtype(config),
     )
-
-
-def make_workload(options: Any) -> Workload:
-    """The workload the options name: a preset, a config.json, a Hub id, or module:factory."""
-    from dlrig.fit import hfconfig, presets
-
-    if options.config is not None:
-        return hfconfig.config_workload(options.config, options)
-    if ":" in options.model and "/" not in options.model.split(":")[0]:
-        if options.seq_len is not None or options.image_size is not None:
-            raise InputError(
-                "--seq-len/--image-size do not apply to a custom factory: its shapes come from --input",
-                fix="describe the batch with --input 'x:float32[B,3,224,224]' and drop them",
-            )
-        return presets.custom_workload(options.model, options.input_spec)
-    if options.input_spec is not None:
-        raise InputError(
-            f"--input applies to a custom module:factory, not to {options.model}",
-            fix="drop --input (presets and configs build their own batch)",
-        )
-    if options.model in presets.presets():
-        return presets.preset_workload(
-            options.model, options.seq_len, options.image_size, options.attention
-        )
-    if "/" in options.model:
-        return hfconfig.hub_workload(options.model, options)
-    return presets.preset_workload(
-        options.model, options.seq_len, options.image_size, options.attention
-    )
