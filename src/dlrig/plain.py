@@ -12,7 +12,7 @@ import dataclasses
 import enum
 import types
 import typing
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 
 def to_plain(value: Any) -> Any:
@@ -80,6 +80,11 @@ def from_plain(tp: Any, value: Any, where: str) -> Any:
         except TypeError as exc:
             raise ValueError(f"{where}: {exc}") from None
     if tp is Any:
+        return value
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            choices = ", ".join(repr(choice) for choice in typing.get_args(tp))
+            raise ValueError(f"{where}: {value!r} is not one of {choices}")
         return value
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         try:

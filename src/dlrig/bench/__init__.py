@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from dlrig.bench import comms, compute, dataloader, memory, storage
 from dlrig.bench.device import BenchDevice, torch_module
@@ -56,7 +56,7 @@ PARTS = ("compute", "memory", "comms", "storage", "dataloader", "pack")
 @dataclass(frozen=True)
 class BenchOptions:
     parts: tuple[str, ...] = ()  # of PARTS; () = every part
-    device: str = "auto"  # auto | cuda | cpu
+    device: Literal["auto", "cuda", "cpu"] = "auto"
     gpu_index: int = 0
     path: str | None = None  # storage: a dataset directory (test file) or a file to read
     size_bytes: int = 1 << 30  # storage test file

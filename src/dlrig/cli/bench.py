@@ -6,7 +6,7 @@ import dataclasses
 import json
 import math
 import sys
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -70,7 +70,7 @@ def bench_command(
     dataset: str | None,
     batch_size: int,
     processes: int | None,
-    device: str,
+    device: Literal["auto", "cuda", "cpu"],  # click.Choice of these
     gpu_index: int,
     quick: bool,
     out_dir: str | None,

@@ -6,17 +6,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 SCHEMA = "dlrig.doctor.fleet"
 SCHEMA_VERSION = 1
+
+NodeState = Literal["ok", "drained", "down", "failed"]
 
 
 @dataclass(frozen=True)
 class NodeResult:
     node: str
     report: dict[str, Any] | None  # a `doctor --json` document
-    state: str = "ok"  # ok | drained | down | failed
+    state: NodeState = "ok"
     detail: str | None = None
 
 

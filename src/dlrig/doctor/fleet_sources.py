@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dlrig.doctor.fleet_compare import FleetReport, NodeResult, compare
+from dlrig.doctor.fleet_compare import FleetReport, NodeResult, NodeState, compare
 from dlrig.errors import InputError
 
 _MARK = "@@dlrig-node "
@@ -106,7 +106,7 @@ def via_srun(
     nodes: list[NodeResult] = []
     for name, (state, reason) in states.items():
         if name not in usable:
-            kind = "drained" if state.startswith(("drain", "drng")) else "down"
+            kind: NodeState = "drained" if state.startswith(("drain", "drng")) else "down"
             # `dlrig health --slurm` writes "dlrig: <check>: <fault>": say it was dlrig's doing.
             by = (
                 "drained by dlrig health" if reason.startswith("dlrig:") else f"Slurm state {state}"

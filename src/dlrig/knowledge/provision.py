@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from dlrig.errors import InputError
 from dlrig.knowledge.tables import record, records, rows, split_list
@@ -236,7 +237,7 @@ class ImagePython:
     packages: tuple[str, ...]  # what the OS's package manager installs for it (and venv)
     source: str
     interpreter: str = "python3"  # "python3.12" where the OS has several
-    package_manager: str = "apt"  # apt | dnf
+    package_manager: Literal["apt", "dnf"] = "apt"
     os_image: str = ""  # the plain OS image ("ubuntu:24.04"), for bases without CUDA
 
 

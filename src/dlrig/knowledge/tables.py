@@ -15,7 +15,7 @@ import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from dlrig.errors import DlrigError
 from dlrig.knowledge.versions import Version
@@ -167,7 +167,7 @@ def record(
     """A `cls` from one row of `table`: each field not in `given` is the column of its name,
     read by the field's type (str; `str | None`, empty is None; int; float; `int | None` and
     `float | None`, empty is None; bool, yes or no; `tuple[str, ...]`, `;`-separated;
-    `Version | None`). A field with a default keeps it where the table has no such column.
+    `Version | None`; a `Literal`, one of its words). A field with a default keeps it where the table has no such column.
     `choices` names columns that must hold one of a few values."""
     check_choices(table, row, choices or {})
     values = dict(given)
@@ -176,6 +176,9 @@ def record(
             continue
         if annotation is bool:
             values[name] = yes_no(row[name], table)
+        elif typing.get_origin(annotation) is Literal:  # a vocabulary: one of its words
+            check_choices(table, row, {name: typing.get_args(annotation)})
+            values[name] = row[name]
         elif annotation in _READERS:
             values[name] = _READERS[annotation](row[name])
         else:

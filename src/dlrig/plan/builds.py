@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 from dlrig.knowledge import plan as knowledge
 from dlrig.knowledge.gpus import GpuSpec, catalogue
@@ -22,6 +23,9 @@ WORKSTATION_COUNTS = (1, 2, 3, 4)
 SERVER_COUNTS = (4, 8)
 HGX_COUNTS = (4, 8)
 HGX_GPUS = ("a100", "h100", "h200", "b200")  # baseboards with a platform price in the data
+
+FormFactor = Literal["workstation", "4u-server", "any"]
+Condition = Literal["new", "used", "any"]
 
 
 @dataclass(frozen=True)
@@ -69,8 +73,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Wanted:
-    form_factor: str = "any"  # workstation | 4u-server | any
-    condition: str = "any"  # new | used | any
+    form_factor: FormFactor = "any"
+    condition: Condition = "any"
     gpus: tuple[str, ...] = ()  # catalogue ids to consider (empty: all priced)
     max_gpus: int = 8
     liquid: bool = False

@@ -17,7 +17,7 @@ from dlrig.errors import DlrigError
 from dlrig.knowledge.gpus import GpuSpec, catalogue
 from dlrig.plan import costs, rules
 from dlrig.plan.assume import Input, Inputs
-from dlrig.plan.builds import Candidate, Wanted, enumerate_builds
+from dlrig.plan.builds import Candidate, Condition, FormFactor, Wanted, enumerate_builds
 from dlrig.plan.buildspec import Circuit
 from dlrig.plan.cloud import CloudOffer, offers
 from dlrig.plan.fitting import Evaluation, WorkloadFit, evaluate_many
@@ -34,8 +34,8 @@ class Constraints:
     budget_usd: float | None = None
     deadline_hours: float | None = None
     circuit: Circuit | None = None
-    form_factor: str = "any"
-    condition: str = "any"
+    form_factor: FormFactor = "any"
+    condition: Condition = "any"
     cloud: bool = True
     gpus: tuple[str, ...] = ()
     max_gpus: int = 8

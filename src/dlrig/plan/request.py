@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dlrig.errors import InputError
 from dlrig.plan import workloads as parsing
 from dlrig.plan.assume import Inputs, parse_assume
+from dlrig.plan.builds import Condition, FormFactor
 from dlrig.plan.buildspec import Circuit
 from dlrig.plan.rank import Constraints
 from dlrig.plan.workloads import Workload
@@ -94,8 +96,8 @@ def request(
         budget_usd=budget,
         deadline_hours=parsing.hours(str(deadline), "--deadline") if deadline is not None else None,
         circuit=circuit(pick("circuit")),
-        form_factor=str(pick("form_factor", "any")),
-        condition=str(pick("condition", "any")),
+        form_factor=_one_of(FormFactor, pick("form_factor", "any"), "--form-factor"),
+        condition=_one_of(Condition, pick("condition", "any"), "--condition"),
         cloud=bool(pick("cloud", True)),
         gpus=tuple(ids),
         max_gpus=most,
@@ -111,3 +113,11 @@ def request(
         },
     )
     return parsed, constraints, inputs
+
+
+def _one_of(vocabulary: Any, value: object, option: str) -> Any:
+    """`value` when it is one of the Literal `vocabulary`'s words, else the one-line error."""
+    words = typing.get_args(vocabulary)
+    if value not in words:
+        raise InputError(f"{option} {value!r} is not known", fix=f"give one of: {', '.join(words)}")
+    return value

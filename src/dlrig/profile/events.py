@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from math import isfinite
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 # Kineto's categories changed names over the years (PyTorch 1.8 wrote "Kernel", "Runtime",
 # "Operator"; 1.9 and newer "kernel", "cuda_runtime", "cpu_op"). Both map to one kind.
@@ -78,7 +78,7 @@ class Trace:
     # The trace's clock in Unix µs: `ts` + this (Kineto's baseTimeNanoseconds; older traces
     # wrote Unix µs directly). None when the trace does not say.
     base_unix_us: float | None = None
-    vendor: str = "unknown"  # nvidia | amd | unknown (from the runtime's names)
+    vendor: Literal["nvidia", "amd", "unknown"] = "unknown"  # from the runtime's names
     notes: tuple[str, ...] = field(default=())
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 from dlrig.errors import InputError
 from dlrig.knowledge.provision import CudaImage, ImagePython
@@ -37,7 +38,7 @@ _PLAIN_BASE_SOURCE = (
 class DockerOptions:
     packages: tuple[str, ...] = ()
     lock: bool = False
-    flavor: str = "base"  # base | runtime | devel
+    flavor: Literal["base", "runtime", "devel"] = "base"
     cudnn: bool = False
     image_name: str = "dlrig-train:latest"
     user: str = "train"

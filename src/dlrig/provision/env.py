@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from dlrig.errors import DlrigError, InputError
 from dlrig.provision import env_frameworks
@@ -35,7 +36,7 @@ class EnvOptions:
     name: str = "train"
     lock: bool = False  # run uv pip compile now (needs the package index)
     cuda_variant: str | None = None  # "cu118" | "cpu": a hard requirement for the resolver
-    framework: str = "torch"  # torch | tensorflow | jax
+    framework: Literal["torch", "tensorflow", "jax"] = "torch"
     framework_version: str | None = None  # a TensorFlow / JAX release to insist on
     timeout_s: float = 180.0
 

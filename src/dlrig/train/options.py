@@ -10,12 +10,12 @@ from typing import Any, TypedDict
 from dlrig.errors import InputError
 from dlrig.train.backoff import OomInjector
 from dlrig.train.checkpoint import FORMATS
-from dlrig.train.precision import PRECISIONS
+from dlrig.train.precision import PRECISIONS, PrecisionName
 
 
 @dataclass(frozen=True)
 class Options:
-    precision: str = "fp32"  # auto | fp32 | bf16 | fp16
+    precision: PrecisionName = "fp32"
     global_batch: int | None = None  # default: the loader's batch × ranks (then kept)
     micro_batch: int | None = None  # default: per-rank batch / accumulation
     accumulation: int | None = None
@@ -117,7 +117,7 @@ class OptionFields(TypedDict, total=False):
     """`Options`' fields as keyword arguments of `train.Run(...)`, typed (a test keeps the two
     equal)."""
 
-    precision: str
+    precision: PrecisionName
     global_batch: int | None
     micro_batch: int | None
     accumulation: int | None

@@ -11,8 +11,9 @@ and halves the scale, forever: the run "trains" without taking a step and the lo
 from __future__ import annotations
 
 import contextlib
+import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -20,7 +21,8 @@ from dlrig import causes
 from dlrig.errors import DlrigError
 from dlrig.train.log import RunLog
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PrecisionName = Literal["auto", "fp32", "bf16", "fp16"]
+PRECISIONS: tuple[PrecisionName, ...] = typing.get_args(PrecisionName)
 
 
 class TrainError(DlrigError):
