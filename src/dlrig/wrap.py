@@ -1,6 +1,8 @@
-"""Run a user's command, pass its output through unchanged, and see every byte of it.
+"""Run a user's command, pass its output through unchanged, and see every byte of it (`run`),
+or only supervise it (`supervise`, for `dlrig train -- CMD`): the one place dlrig starts and
+watches a user's command.
 
-`dlrig diagnose -- CMD` (and `dlrig train -- CMD`) sit between a training job and the user's
+`dlrig diagnose -- CMD` and `dlrig profile -- CMD` sit between a training job and the user's
 terminal, pipe or log collector. They must never change how the job behaves or ends:
 
 - Where our stdout is a terminal the command gets a pseudo-terminal, so its colours, `\\r`
@@ -18,6 +20,7 @@ terminal, pipe or log collector. They must never change how the job behaves or e
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
@@ -210,3 +213,89 @@ def _pump(
         selector.close()
     code = child.wait()
     return code if code >= 0 else 128 - code
+
+
+# --- `dlrig train -- CMD`: the child started, watched, never outliving dlrig -------------------
+
+_WATCHED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)
+_SI_KERNEL = 0x80  # siginfo.si_code of a signal the kernel sent: a terminal's Ctrl-C, a hangup
+_PR_SET_PDEATHSIG = 1
+
+
+def supervise(command: Sequence[str], env: dict[str, str], stdout_fd: int | None = None) -> int:
+    """Start the command with its output passed through (its stdout to `stdout_fd` when
+    given), forward stop signals to it, wait for it; its exit code (128+N for a signal).
+
+    Unlike `run`, nothing is read: the command's output is the user's. The command dies with
+    dlrig, even by SIGKILL (PR_SET_PDEATHSIG), so a training script that checkpoints on SIGTERM
+    still does. Call it with no other thread running (the fork runs Python code)."""
+    parent = os.getpid()
+    prctl = _prctl()
+    # Blocked before the child exists, so no signal falls between starting and watching it;
+    # the child gets the mask dlrig had.
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+
+    def in_child() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(128 + signal.SIGTERM)  # dlrig died before prctl took effect
+
+    try:
+        try:
+            child = subprocess.Popen(
+                list(command),
+                env=env,
+                stdout=stdout_fd,
+                stdin=None,
+                preexec_fn=in_child,  # safe: the CLI has no other thread at this point
+            )
+        except OSError as exc:
+            # Checked before (check_command); what is left: a file the kernel cannot run.
+            raise InputError(
+                f"{command[0]}: cannot be started ({exc.strerror})",
+                fix=f"a Python script runs as dlrig train SCRIPT.py; another file with its "
+                f"interpreter: dlrig train -- bash {command[0]}",
+            ) from None
+        code = _watch(child)
+        # A signal that came with the child's end is the child's: it must not stop dlrig
+        # before dlrig reports the child's own exit code.
+        while signal.sigtimedwait(_WATCHED, 0) is not None:
+            pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+    return code
+
+
+def _watch(child: subprocess.Popen[bytes]) -> int:
+    stopped_by: int | None = None
+    while True:
+        info = signal.sigtimedwait(_WATCHED, 1.0)
+        if info is not None and info.si_signo != signal.SIGCHLD:
+            stopped_by = stopped_by or info.si_signo
+            # From the terminal, the signal went to the whole foreground group, the child
+            # included: a second copy would cut its checkpoint short. From kill(1), Slurm or a
+            # supervisor, only dlrig got it.
+            if info.si_code != _SI_KERNEL:
+                with contextlib.suppress(ProcessLookupError):
+                    child.send_signal(info.si_signo)
+            continue
+        code = child.poll()
+        if code is None:
+            continue
+        if code < 0:
+            return 128 - code
+        # A child that failed after a stop signal was stopped by it (torchrun exits with 1).
+        return 128 + stopped_by if code != 0 and stopped_by is not None else code
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up before the fork (nothing is loaded in the child)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return function

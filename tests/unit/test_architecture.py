@@ -4,6 +4,8 @@ cycles only shrink: the ones left are listed here, and a new one fails this test
 from __future__ import annotations
 
 import ast
+import re
+import tomllib
 
 import grimp
 
@@ -99,5 +101,43 @@ def test_function_level_imports_only_go_down():
 def test_the_architecture_page_shows_the_checked_layers():
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     config = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    for package in ("cli", "accept", "doctor", "health", "machine", "knowledge", "errors"):
-        assert f"dlrig.{package}" in config and package in page
+    layers = tomllib.loads(config)["tool"]["importlinter"]["contracts"][0]["layers"]
+    named = {m.strip().removeprefix("dlrig.") for layer in layers for m in re.split("[|:]", layer)}
+    assert {"cli", "accept", "doctor", "health", "machine", "knowledge", "errors"} <= named
+    diagram = page.split("```")[1]
+    assert [m for m in sorted(named) if not re.search(rf"\b{m}\b", diagram)] == []
+
+
+# The modules that start processes or call C directly, each for a reason; everything else asks
+# them (docs/architecture.md, "Processes and C").
+PROCESS_AND_C = {
+    "machine/runner.py": "every probe's command, with a timeout (the only runner of tools)",
+    "machine/nvml.py": "the one NVML gate",
+    "machine/nvml_source.py": "comparing NVML's device handles (ctypes pointers)",
+    "wrap.py": "the user's command under diagnose, profile and train",
+    "doctor/fleet_sources.py": "ssh and Slurm's sinfo for `doctor --fleet`",
+    "accept/worker.py": "the memory load copies with memmove (ctypes), not Python loops",
+    "accept/loads.py": "starts and stops those workers",
+    "provision/env.py": "`uv pip compile` to lock the generated environment",
+    "pack/worker.py": "pack's workers die with their parent (prctl PR_SET_PDEATHSIG)",
+    "bench/reads.py": "page-aligned buffers for O_DIRECT reads",
+    "bench/storage.py": "fio, when installed",
+    "bench/pack_cache.py": "libc mmap/madvise to drop a pack from the page cache",
+}
+
+
+def test_only_the_listed_modules_start_processes_or_call_c():
+    package = ROOT / "src" / "dlrig"
+    found = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n.split(".")[0] in ("subprocess", "ctypes") for n in names):
+                found.add(path.relative_to(package).as_posix())
+    assert found == set(PROCESS_AND_C)

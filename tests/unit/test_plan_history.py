@@ -150,6 +150,7 @@ def test_upgrade_reseats_a_degraded_link_first(tmp_path: Path, bench_dir: Path) 
     assert limits["interconnect"].limited is True
     assert "x8 of x16" in limits["interconnect"].evidence[0]
     first = report.steps[0]
+    assert first.term == "short" and first.cost_usd == 0 and "x16" in first.change
     seq = next(r for r in bench if r.test == "seq_read")
     assert seq.value is not None
     assert limits["input pipeline"].limited is (seq.value < 1000 / 8)
