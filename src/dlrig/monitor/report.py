@@ -18,7 +18,9 @@ from typing import Any
 from dlrig.errors import InputError
 from dlrig.extras import pyplot, require
 from dlrig.machine.nvml import CLOCK_EVENT_BITS
+from dlrig.monitor import history_rows
 from dlrig.monitor.history import open_history
+from dlrig.monitor.history_rows import GpuRow
 from dlrig.report import envelope
 
 SCHEMA_NAME = "dlrig.monitor.report"
@@ -123,31 +125,25 @@ def build(
     conn = open_history(path)
     try:
         where, args = _since(since_unix, "WHERE")
-        rows = conn.execute(
-            "SELECT ts, gpu, status, utilization, sm_activity, memory_used_bytes, power_watts, "
-            f"energy_joules, temperature_c, clocks_event_mask FROM gpu_samples{where} "
-            "ORDER BY gpu, ts",
-            args,
-        ).fetchall()
-        identities = {
-            row[0]: (row[1], row[2]) for row in conn.execute("SELECT gpu, name, uuid FROM gpus")
-        }
+        rows = history_rows.gpu_rows(conn, since_unix)
+        identities = history_rows.gpu_identities(conn)
         xids = conn.execute(
             f"SELECT ts, gpu, pci_bus_id, code, count FROM xid_events{where} ORDER BY ts", args
         ).fetchall()
-        host = conn.execute(f"SELECT AVG(cpu_percent) FROM host_samples{where}", args).fetchone()
+        host = history_rows.host_cpu_mean(conn, since_unix)
     finally:
         conn.close()
-    by_gpu: dict[int, list[tuple[Any, ...]]] = {}
+    by_gpu: dict[int, list[GpuRow]] = {}
     for row in rows:
-        by_gpu.setdefault(int(row[1]), []).append(row)
-    all_times = sorted({float(r[0]) for r in rows})
+        by_gpu.setdefault(int(row.gpu), []).append(row)
+    all_times = sorted({float(r.ts) for r in rows})
     gaps = [b - a for a, b in itertools.pairwise(all_times) if b > a]
     interval = statistics.median(gaps) if gaps else None
     cap = 3.0 * interval if interval else 1.0
     reports = []
     for gpu, gpu_rows in sorted(by_gpu.items()):
-        name, uuid = identities.get(gpu, (None, None))
+        known = identities.get(gpu)
+        name, uuid = (known.name, known.uuid) if known else (None, None)
         reports.append(
             _gpu_report(gpu, name, uuid, gpu_rows, cap, idle_below_percent, idle_min_seconds)
         )
@@ -167,7 +163,7 @@ def build(
             {"ts_unix": x[0], "gpu": x[1], "pci_bus_id": x[2], "xid": x[3], "count": x[4]}
             for x in xids
         ),
-        host_cpu_mean_percent=None if host is None or host[0] is None else float(host[0]),
+        host_cpu_mean_percent=host,
     )
 
 
@@ -175,16 +171,20 @@ def _gpu_report(
     gpu: int,
     name: str | None,
     uuid: str | None,
-    rows: list[tuple[Any, ...]],
+    rows: list[GpuRow],
     cap: float,
     idle_below: float,
     idle_min: float,
 ) -> GpuReport:
-    times = [float(r[0]) for r in rows]
+    times = [float(r.ts) for r in rows]
     weights = sample_weights(times, cap)
     total = sum(weights)
-    unavailable = sum(w for r, w in zip(rows, weights, strict=True) if r[2] != "ok")
-    util = [(float(r[3]), w) for r, w in zip(rows, weights, strict=True) if r[3] is not None]
+    unavailable = sum(w for r, w in zip(rows, weights, strict=True) if r.status != "ok")
+    util = [
+        (float(r.utilization), w)
+        for r, w in zip(rows, weights, strict=True)
+        if r.utilization is not None
+    ]
     util_time = sum(w for _, w in util)
     distribution = {}
     for low, high in BUCKETS:
@@ -196,16 +196,16 @@ def _gpu_report(
     start: float | None = None
     end: float | None = None
     for i, (r, w) in enumerate(zip(rows, weights, strict=True)):
-        idle = r[2] == "ok" and r[3] is not None and float(r[3]) < idle_below
+        idle = r.status == "ok" and r.utilization is not None and float(r.utilization) < idle_below
         # A gap in the recording (recorder stopped) ends a period: nobody saw what happened.
-        after_gap = i > 0 and float(r[0]) - float(rows[i - 1][0]) > cap
+        after_gap = i > 0 and float(r.ts) - float(rows[i - 1].ts) > cap
         if after_gap and start is not None and end is not None:
             if end - start >= idle_min:
                 periods.append(IdlePeriod(start, end))
             start = end = None
         if idle:
-            start = float(r[0]) if start is None else start
-            end = float(r[0]) + w
+            start = float(r.ts) if start is None else start
+            end = float(r.ts) + w
         elif start is not None and end is not None:
             if end - start >= idle_min:
                 periods.append(IdlePeriod(start, end))
@@ -216,7 +216,7 @@ def _gpu_report(
     bits = {name: bit for bit, name in CLOCK_EVENT_BITS}
     throttled = 0.0
     for r, w in zip(rows, weights, strict=True):
-        mask = r[9]
+        mask = r.clocks_event_mask
         if mask is None:
             continue
         hit = False
@@ -225,12 +225,22 @@ def _gpu_report(
                 by_reason[reason] += w
                 hit = True
         throttled += w if hit else 0.0
-    sm = [(float(r[4]), w) for r, w in zip(rows, weights, strict=True) if r[4] is not None]
-    power = [(float(r[6]), w) for r, w in zip(rows, weights, strict=True) if r[6] is not None]
+    sm = [
+        (float(r.sm_activity), w)
+        for r, w in zip(rows, weights, strict=True)
+        if r.sm_activity is not None
+    ]
+    power = [
+        (float(r.power_watts), w)
+        for r, w in zip(rows, weights, strict=True)
+        if r.power_watts is not None
+    ]
     # ts, power_watts and energy_joules are REAL columns: SQLite gives floats or None already.
-    energy_kwh, method = energy([(r[0], r[6], r[7]) for r in rows], weights, cap)
-    memory = [int(r[5]) for r in rows if r[5] is not None]
-    temps = [float(r[8]) for r in rows if r[8] is not None]
+    energy_kwh, method = energy(
+        [(r.ts, r.power_watts, r.energy_joules) for r in rows], weights, cap
+    )
+    memory = [int(r.memory_used_bytes) for r in rows if r.memory_used_bytes is not None]
+    temps = [float(r.temperature_c) for r in rows if r.temperature_c is not None]
     return GpuReport(
         gpu=gpu,
         name=name,

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dlrig.errors import InputError
+from dlrig.monitor import history_rows
+from dlrig.monitor.history_rows import GpuRow
 
 IDLE_BELOW_PERCENT = 5.0  # as `dlrig monitor report` counts idle
 
@@ -85,20 +87,6 @@ def month_bounds(month: str | None, last_unix: float) -> tuple[str, float, float
     return f"{year:04d}-{number:02d}", start, start + days * 86400.0
 
 
-@dataclass(frozen=True)
-class _Row:
-    ts: float
-    status: str
-    util: float | None
-    watts: float | None
-    energy: float | None
-    used: int | None
-
-
-def _opt(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
-
-
 def read(path: str | Path, month: str | None = None) -> Usage:
     from dlrig.knowledge.gpus import catalogue
     from dlrig.monitor.history import open_history
@@ -113,18 +101,9 @@ def read(path: str | Path, month: str | None = None) -> Usage:
                 fix="record some with `dlrig monitor record --db`",
             )
         label, start, end = month_bounds(month, float(last))
-        rows = conn.execute(
-            "SELECT ts, gpu, status, utilization, power_watts, energy_joules, memory_used_bytes "
-            "FROM gpu_samples WHERE ts >= ? AND ts < ? ORDER BY gpu, ts",
-            (start, end),
-        ).fetchall()
-        names = {
-            int(r[0]): (r[1], r[2])
-            for r in conn.execute("SELECT gpu, name, memory_total_bytes FROM gpus")
-        }
-        host = conn.execute(
-            "SELECT AVG(cpu_percent) FROM host_samples WHERE ts >= ? AND ts < ?", (start, end)
-        ).fetchone()
+        rows = history_rows.gpu_rows(conn, start, end)
+        identities = history_rows.gpu_identities(conn)
+        host = history_rows.host_cpu_mean(conn, start, end)
     finally:
         conn.close()
     if not rows:
@@ -132,26 +111,17 @@ def read(path: str | Path, month: str | None = None) -> Usage:
             f"{path}: no samples in {label}",
             fix="pick a month the history covers with --month YYYY-MM",
         )
-    times = sorted({float(r[0]) for r in rows})
+    times = sorted({float(r.ts) for r in rows})
     gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
     cap = 3.0 * (statistics.median(gaps) if gaps else 1.0)
-    by_gpu: dict[int, list[_Row]] = {}
+    by_gpu: dict[int, list[GpuRow]] = {}
     for row in rows:
-        used = _opt(row[6])
-        by_gpu.setdefault(int(row[1]), []).append(
-            _Row(
-                float(row[0]),
-                str(row[2]),
-                _opt(row[3]),
-                _opt(row[4]),
-                _opt(row[5]),
-                None if used is None else int(used),
-            )
-        )
+        by_gpu.setdefault(int(row.gpu), []).append(row)
     gpus = []
     idle_at: dict[float, bool] = {t: True for t in times}
     for index, gpu_rows in sorted(by_gpu.items()):
-        name, memory_total = names.get(index, (None, None))
+        known = identities.get(index)
+        name, memory_total = (known.name, known.memory_total_bytes) if known else (None, None)
         spec = catalogue().resolve(str(name)) if name else None
         gpus.append(
             _gpu(index, name, spec.id if spec else None, memory_total, gpu_rows, cap, idle_at)
@@ -164,7 +134,7 @@ def read(path: str | Path, month: str | None = None) -> Usage:
         seconds=sum(sample_weights(times, cap)),
         gpus=tuple(gpus),
         idle_periods=_periods(times, cap, idle_at),
-        host_cpu_mean_percent=None if host is None or host[0] is None else float(host[0]),
+        host_cpu_mean_percent=host,
     )
 
 
@@ -173,7 +143,7 @@ def _gpu(
     name: str | None,
     catalogue_id: str | None,
     memory_total: int | None,
-    rows: list[_Row],
+    rows: list[GpuRow],
     cap: float,
     idle_at: dict[float, bool],
 ) -> GpuUsage:
@@ -183,23 +153,23 @@ def _gpu(
     weights = sample_weights(times, cap)
     busy = busy_power = idle_power = busy_time = idle_time = util_sum = util_time = 0.0
     for row, w in zip(rows, weights, strict=True):
-        ok = row.status == "ok" and row.util is not None
-        is_idle = ok and row.util is not None and row.util < IDLE_BELOW_PERCENT
+        ok = row.status == "ok" and row.utilization is not None
+        is_idle = ok and row.utilization is not None and row.utilization < IDLE_BELOW_PERCENT
         if not is_idle:
             idle_at[row.ts] = False
-        if ok and row.util is not None:
-            util_sum += row.util * w
+        if ok and row.utilization is not None:
+            util_sum += row.utilization * w
             util_time += w
             busy += 0.0 if is_idle else w
-        if row.watts is not None:
+        if row.power_watts is not None:
             if is_idle:
-                idle_power += row.watts * w
+                idle_power += row.power_watts * w
                 idle_time += w
             else:
-                busy_power += row.watts * w
+                busy_power += row.power_watts * w
                 busy_time += w
-    kwh, _ = energy([(r.ts, r.watts, r.energy) for r in rows], weights, cap)
-    memory = [r.used for r in rows if r.used is not None]
+    kwh, _ = energy([(r.ts, r.power_watts, r.energy_joules) for r in rows], weights, cap)
+    memory = [r.memory_used_bytes for r in rows if r.memory_used_bytes is not None]
     return GpuUsage(
         index=index,
         name=name,

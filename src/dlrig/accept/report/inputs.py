@@ -15,6 +15,7 @@ from dlrig.accept.report import facts as machine_facts
 from dlrig.accept.series import thin
 from dlrig.errors import InputError
 from dlrig.inputs import check_readable_file, read_json
+from dlrig.monitor import history_rows
 
 MAX_JSON_BYTES = 200 * 1000 * 1000
 HISTORY_SCHEMA = "dlrig.monitor.history"
@@ -164,18 +165,15 @@ def history_document(path: str) -> dict[str, Any]:
     summary = history_report.build(path).to_dict()
     conn = history.open_history(path)
     try:
-        rows = conn.execute(
-            "SELECT gpu, ts, utilization, sm_clock_mhz, power_watts, temperature_c "
-            "FROM gpu_samples WHERE status = 'ok' ORDER BY gpu, ts"
-        ).fetchall()
+        rows = [row for row in history_rows.gpu_rows(conn) if row.status == "ok"]
         host = conn.execute("SELECT ts, cpu_percent FROM host_samples ORDER BY ts").fetchall()
     finally:
         conn.close()
-    start = min([r[1] for r in rows] + [h[0] for h in host], default=0.0)
+    start = min([r.ts for r in rows] + [h[0] for h in host], default=0.0)
     series: dict[int, dict[str, list[Any]]] = {}
-    for gpu, ts, util, clock, power, temp in rows:
+    for row in rows:
         entry = series.setdefault(
-            int(gpu),
+            int(row.gpu),
             {
                 "t": [],
                 "utilization_percent": [],
@@ -184,11 +182,11 @@ def history_document(path: str) -> dict[str, Any]:
                 "temperature_c": [],
             },
         )
-        entry["t"].append(round(float(ts) - start, 2))
-        entry["utilization_percent"].append(util)
-        entry["sm_clock_mhz"].append(clock)
-        entry["power_watts"].append(power)
-        entry["temperature_c"].append(temp)
+        entry["t"].append(round(float(row.ts) - start, 2))
+        entry["utilization_percent"].append(row.utilization)
+        entry["sm_clock_mhz"].append(row.sm_clock_mhz)
+        entry["power_watts"].append(row.power_watts)
+        entry["temperature_c"].append(row.temperature_c)
     gpus = []
     for index, entry in sorted(series.items()):
         keep = thin(len(entry["t"]))
