@@ -10,7 +10,8 @@ import importlib
 from types import ModuleType
 
 # The commands, each a package with its own `run(options, ...)` and `__all__`; imported on
-# first use (`dlrig.doctor`), never by `import dlrig`.
+# first use (`dlrig.doctor`), never by `import dlrig`. `from dlrig import *` imports them all,
+# `train` (and so torch) included: import the commands you use instead.
 __all__ = [
     "accept",
     "bench",
@@ -25,6 +26,10 @@ __all__ = [
     "provision",
     "train",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -36,7 +36,9 @@ def _hints(cls: type) -> dict[str, Any]:
     return _HINTS_CACHE[cls]
 
 
-def from_plain(tp: Any, value: Any, where: str) -> Any:
+def from_plain(tp: Any, value: Any, where: str, strict: bool = True) -> Any:
+    """`value` (plain JSON) as `tp`; `strict=False` drops object keys `tp` has no field for
+    (a document written by a newer dlrig), where strict names the first one."""
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
@@ -48,7 +50,7 @@ def from_plain(tp: Any, value: Any, where: str) -> Any:
         errors = []
         for arg in non_none:
             try:
-                return from_plain(arg, value, where)
+                return from_plain(arg, value, where, strict)
             except ValueError as exc:
                 errors.append(str(exc))
         raise ValueError(errors[0])
@@ -57,11 +59,13 @@ def from_plain(tp: Any, value: Any, where: str) -> Any:
             raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_plain(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
+            return tuple(
+                from_plain(args[0], item, f"{where}[{i}]", strict) for i, item in enumerate(value)
+            )
         if len(args) != len(value):
             raise ValueError(f"{where}: expected {len(args)} items, got {len(value)}")
         return tuple(
-            from_plain(a, v, f"{where}[{i}]")
+            from_plain(a, v, f"{where}[{i}]", strict)
             for i, (a, v) in enumerate(zip(args, value, strict=True))
         )
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
@@ -70,10 +74,12 @@ def from_plain(tp: Any, value: Any, where: str) -> Any:
         hints = _hints(tp)
         known = {f.name for f in dataclasses.fields(tp)}
         unknown = sorted(set(value) - known)
-        if unknown:
+        if unknown and strict:
             raise ValueError(f"{where}: unknown field {unknown[0]!r}")
         kwargs = {
-            name: from_plain(hints[name], item, f"{where}.{name}") for name, item in value.items()
+            name: from_plain(hints[name], item, f"{where}.{name}", strict)
+            for name, item in value.items()
+            if name in known
         }
         try:
             return tp(**kwargs)
@@ -97,7 +103,7 @@ def from_plain(tp: Any, value: Any, where: str) -> Any:
             raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
         key_type, item_type = typing.get_args(tp) or (str, Any)
         return {
-            from_plain(key_type, k, where): from_plain(item_type, v, f"{where}.{k}")
+            from_plain(key_type, k, where, strict): from_plain(item_type, v, f"{where}.{k}", strict)
             for k, v in value.items()
         }
     if tp is float:

@@ -100,10 +100,11 @@ class CheckResult(Finding):
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> CheckResult:
-        """The typed result from its `to_dict()` form (a saved `doctor --json`)."""
+        """The typed result from its `to_dict()` form (a saved `doctor --json`); keys this dlrig
+        does not know are dropped (a newer dlrig's document still reads)."""
         fields = {"source": "doctor", **{k: v for k, v in document.items() if k != "area"}}
         result: CheckResult = from_plain(
-            CheckResult, {**fields, "area": document.get("area", "")}, "check"
+            CheckResult, {**fields, "area": document.get("area", "")}, "check", strict=False
         )
         return result
 

@@ -95,7 +95,7 @@ class BenchReport:
             raise ValueError("bench document: `results` is not a list of objects")
         machine, device = document.get("machine"), document.get("device")
         return cls(
-            machine=Machine.from_dict(machine) if isinstance(machine, dict) else None,
+            machine=Machine.from_dict(machine, strict=False) if isinstance(machine, dict) else None,
             device=BenchDevice.from_dict(device) if isinstance(device, dict) else None,
             results=[BenchResult.from_dict(result) for result in results],
         )
@@ -196,6 +196,12 @@ def run(
 
     `machine`: this machine's snapshot (`dlrig.machine.probe.collect()`), which names the CPU
     and finds each GPU's PCIe link; None measures without it."""
+    if options is not None and not isinstance(options, BenchOptions):
+        # bench.run(parts, ...) of earlier releases
+        raise TypeError(
+            f"bench.run(options, *, machine=..., progress=...): options is a "
+            f"{type(options).__name__}; give bench.BenchOptions(parts=(...))"
+        )
     options = options or BenchOptions()
     parts = options.parts
     unknown = [p for p in parts if p not in PARTS]

@@ -24,6 +24,9 @@ class BenchDevice:
     spec: GpuSpec | None  # the catalogue's entry for a GPU, when it knows it
     compute_capability: tuple[int, int] | None = None
     uuid: str | None = None  # "GPU-…", as NVML spells it
+    # A saved document's catalogue id where this dlrig's catalogue no longer has it: kept as
+    # written (None: the spec's id, or no entry).
+    catalogue_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """What a bench document says of the device: kind, index, name, catalogue id."""
@@ -31,7 +34,7 @@ class BenchDevice:
             "kind": self.kind,
             "index": self.index,
             "name": self.name,
-            "catalogue_id": self.spec.id if self.spec else None,
+            "catalogue_id": self.spec.id if self.spec else self.catalogue_id,
         }
 
     @classmethod
@@ -41,8 +44,9 @@ class BenchDevice:
         if kind not in ("cuda", "cpu") or not isinstance(index, int) or not isinstance(name, str):
             raise ValueError("bench device: needs kind (cuda or cpu), an integer index and a name")
         catalogue_id = document.get("catalogue_id")
-        spec = gpus.catalogue().get(catalogue_id) if isinstance(catalogue_id, str) else None
-        return cls(kind, index, name, spec)
+        written = catalogue_id if isinstance(catalogue_id, str) else None
+        spec = gpus.catalogue().get(written) if written else None
+        return cls(kind, index, name, spec, catalogue_id=None if spec else written)
 
     @property
     def torch_device(self) -> str:

@@ -52,7 +52,7 @@ class DoctorReport:
         if not isinstance(checks, list):
             raise ValueError("doctor document: `checks` is not a list")
         return cls(
-            machine=Machine.from_dict(document.get("machine") or {}),
+            machine=Machine.from_dict(document.get("machine") or {}, strict=False),
             checks=tuple(CheckResult.from_dict(check) for check in checks),
             schema_version=int(document.get("schema_version", SCHEMA_VERSION)),
         )
@@ -67,6 +67,13 @@ def run(
     """Run every check on `machine` (a snapshot: `dlrig.machine.readers.load(path)` or
     `probe.collect()`; None probes this machine now). A check that raises is reported, never
     propagated."""
+    if options is not None and not isinstance(options, DoctorOptions):
+        # doctor.run(machine) of earlier releases: a snapshot here must not be silently
+        # replaced by a probe of this machine
+        raise TypeError(
+            f"doctor.run(options, *, machine=...): options is a {type(options).__name__}; "
+            "call doctor.run(machine=snapshot)"
+        )
     options = options or DoctorOptions()
     if machine is None:
         progress("doctor: reading this machine's facts", 0.0)

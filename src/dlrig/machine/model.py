@@ -298,8 +298,10 @@ class Machine:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     @classmethod
-    def from_dict(cls, document: dict[str, Any]) -> Machine:
-        """Rebuild a snapshot; raises ValueError naming the first field that does not fit."""
+    def from_dict(cls, document: dict[str, Any], strict: bool = True) -> Machine:
+        """Rebuild a snapshot; raises ValueError naming the first field that does not fit
+        (`strict=False`: a field this dlrig does not know is dropped, for reports of documents
+        a newer dlrig wrote)."""
         if document.get("schema") != SCHEMA_NAME:
             raise ValueError(f"not a dlrig machine snapshot (schema is {document.get('schema')!r})")
         version = document.get("schema_version")
@@ -309,7 +311,7 @@ class Machine:
                 f"{SCHEMA_VERSION})"
             )
         body = {key: value for key, value in document.items() if key != "schema"}
-        machine: Machine = _from_plain(cls, body, "machine")
+        machine: Machine = _from_plain(cls, body, "machine", strict)
         return machine
 
     @classmethod

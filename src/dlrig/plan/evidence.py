@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dlrig.bench import BenchReport, BenchResult
+from dlrig.bench import BenchResult
 from dlrig.errors import InputError
 
 TERMS = ("short", "mid", "long")
@@ -55,8 +55,11 @@ def load_bench(folder: str | Path) -> list[BenchResult]:
             f"{path}: not a dlrig bench document",
             fix="give the folder `dlrig bench --out DIR` wrote",
         )
-    try:
-        return BenchReport.from_dict(document).results
+    results = document.get("results")
+    if not isinstance(results, list):
+        results = []
+    try:  # only the results: the machine and device are not what an upgrade reads
+        return [BenchResult.from_dict(result) for result in results if isinstance(result, dict)]
     except (KeyError, ValueError) as exc:
         raise InputError(
             f"{path}: {exc}", fix="give the folder `dlrig bench --out DIR` wrote"
