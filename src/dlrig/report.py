@@ -66,9 +66,9 @@ class Finding:
     """One judged fact, the type every command's findings are (or subclass).
 
     `id` is stable across releases ("gpu.pcie_width", "bench.compute.bf16_matmul",
-    "monitor.power_cap"); `source` is the command or area that produced it; `cause` an id of
-    `dlrig.causes` when the finding has one; `subject` what it is about when that is narrower
-    than the machine ("gpu 3", a node's name).
+    "monitor.power_cap"); `source` the command or area that produced it (for a plan rule, the
+    rule row's citation); `cause` an id of `dlrig.causes` when the finding has one; `subject`
+    what it is about when that is narrower than the machine ("gpu 3", a node's name).
     """
 
     id: str

@@ -27,7 +27,7 @@ from dlrig.accept.series import GpuTrack, HostTrack, LoadTrack
 from dlrig.machine.model import Machine, XidEvent
 
 if TYPE_CHECKING:  # the monitor is imported when a live burn-in starts
-    from dlrig.monitor.reading import Reading
+    from dlrig.monitor.finding import Reading
 
 Progress = Callable[[str, float], None]
 

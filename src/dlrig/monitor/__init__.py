@@ -33,7 +33,8 @@ from dlrig.machine.gpu_sources import (
     SourceInfo,
     open_live_source,
 )
-from dlrig.monitor.reading import Reading, read_situation
+from dlrig.monitor.finding import Reading
+from dlrig.monitor.reading import read_situation
 from dlrig.monitor.sample import SCHEMA_VERSION, GpuReading, Sample, XidCount
 from dlrig.monitor.sampler import Sampler
 from dlrig.monitor.service import ExporterService, HistoryRecorder, RecordSummary

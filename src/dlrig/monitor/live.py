@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlrig.monitor.columns import Column, lay_out, lines
+from dlrig.monitor.finding import Reading
 from dlrig.monitor.interactive import ViewState
 from dlrig.monitor.processes import ProcessOptions, gib, process_table
-from dlrig.monitor.reading import Reading, read_situation
+from dlrig.monitor.reading import read_situation
 from dlrig.monitor.sample import Sample
 
 _SPARK = "▁▂▃▄▅▆▇█"
