@@ -188,3 +188,19 @@ def test_figures_without_an_expectation_never_make_a_pass():
     verdicts = judge.from_bench(BenchReport.from_dict(only_info).results)
     assert [v.word for v in verdicts] == ["skip"]
     assert judge.summary(verdicts)["result"] == "info"
+
+
+def test_bad_input_found_after_the_out_folder_leaves_no_folder_behind(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    garbage = tmp_path / "capture.txt"
+    garbage.write_text("not any tool's output\n")
+    with pytest.raises(InputError):
+        accept.run(accept.AcceptOptions(replay=(str(garbage),)))
+    with pytest.raises(InputError, match="--skip"):
+        accept.run(accept.AcceptOptions(skip=("gpus",)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["capture.txt"]
+    kept = tmp_path / "mine"
+    kept.mkdir()
+    with pytest.raises(InputError):
+        accept.run(accept.AcceptOptions(replay=(str(garbage),), out_dir=str(kept)))
+    assert kept.is_dir()  # a folder the user made stays

@@ -20,6 +20,7 @@ workers are killed, what was recorded is kept, and the result says which signal 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dlrig import lifecycle
 from dlrig.errors import InputError, MissingExtraError
 from dlrig.inputs import check_readable_file
 from dlrig.outputs import ensure_directory, write_text_atomic
@@ -180,8 +182,7 @@ def run(
 
     `machine`: the facts to judge instead of probing (or reading `options.replay` /
     `options.machine` for them)."""
-    from dlrig import lifecycle
-    from dlrig.accept import burnin, judge, levels, stages
+    from dlrig.accept import levels, stages
 
     for path in options.replay:
         check_readable_file(path, "recorded evidence")
@@ -191,9 +192,38 @@ def run(
     minutes = _minutes(options, level)
     if not options.replay and not 0 < minutes <= 7 * 24 * 60:
         raise InputError(f"--minutes {minutes:g} is not a burn-in length", fix="e.g. --minutes 10")
-    out_dir = ensure_directory(options.out_dir or default_out_dir(), "--out")
-    storage_dir = _existing_directory(options.path) if options.path else out_dir
     parts, skipped = stages.bench_parts(level, options.skip)  # checks --skip before any work
+    storage_dir = _existing_directory(options.path) if options.path else None
+    wanted = Path(options.out_dir) if options.out_dir else default_out_dir()
+    existed = wanted.exists()
+    out_dir = ensure_directory(wanted, "--out")
+    storage_dir = storage_dir or out_dir
+    try:
+        return _judged(
+            options, machine, progress, level, minutes, out_dir, storage_dir, parts, skipped
+        )
+    except InputError:
+        # Bad input found once the facts are read (an unreadable recording, a --gpu-index the
+        # machine lacks): leave no empty folder of ours behind.
+        if not existed:
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()  # only when still empty
+        raise
+
+
+def _judged(
+    options: AcceptOptions,
+    machine: Machine | None,
+    progress: Progress,
+    level: levels.Level,
+    minutes: float,
+    out_dir: Path,
+    storage_dir: Path,
+    parts: list[str],
+    skipped: dict[str, str],
+) -> AcceptRun:
+    from dlrig.accept import burnin, judge, stages
+
     accepted = AcceptRun(options, level, out_dir, time.time())
     try:
         accepted.stage = "doctor"
