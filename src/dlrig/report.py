@@ -81,6 +81,11 @@ class Finding:
     subject: str | None = None
 
 
+def gpu_subject(index: int | None) -> str | None:
+    """A finding's `subject` when it is about one GPU ("gpu 3"); None: the machine."""
+    return None if index is None else f"gpu {index}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class CheckResult(Finding):
     """A doctor check's result; `area` is its section of the report (driver, gpu, ...)."""

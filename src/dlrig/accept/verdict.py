@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlrig import causes
-from dlrig.report import Finding, Status
+from dlrig.report import Finding, Status, gpu_subject
 
 STATUSES = ("fail", "warn", "pass", "skip")
 SOURCES = ("burn-in", "monitor", "bench", "doctor", "fit", "profile")  # this order, at one status
@@ -49,7 +49,7 @@ class Verdict(Finding):
             fix=fix,
             cause=cause,
             gpu=gpu,
-            subject=None if gpu is None else f"gpu {gpu}",
+            subject=gpu_subject(gpu),
         )
 
     @property

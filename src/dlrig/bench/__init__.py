@@ -51,12 +51,13 @@ QUICK_RANDOM_SECONDS = 2.0
 SCHEMA_NAME = "dlrig.bench"
 SCHEMA_VERSION = 1
 PARTS = ("compute", "memory", "comms", "storage", "dataloader", "pack")
+DeviceChoice = Literal["auto", "cuda", "cpu"]  # auto: a GPU when torch sees one
 
 
 @dataclass(frozen=True)
 class BenchOptions:
     parts: tuple[str, ...] = ()  # of PARTS; () = every part
-    device: Literal["auto", "cuda", "cpu"] = "auto"
+    device: DeviceChoice = "auto"
     gpu_index: int = 0
     path: str | None = None  # storage: a dataset directory (test file) or a file to read
     size_bytes: int = 1 << 30  # storage test file

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlrig.report import Finding, Progress, Status, no_progress, rounded
+from dlrig.report import Finding, Progress, Status, gpu_subject, no_progress, rounded
 
 # Verdicts: ok (meets the expectation), low (below it: the fix says what to change), info (no
 # expectation to judge against), skip (not applicable here), fail (the test could not run).
@@ -66,7 +67,7 @@ class BenchResult(Finding):
             source="bench",
             fix=fix,
             cause=cause,
-            subject=None if gpu_index is None else f"gpu {gpu_index}",
+            subject=gpu_subject(gpu_index),
             part=part,
             test=test,
             value=value,
@@ -90,19 +91,7 @@ class BenchResult(Finding):
 
     def on_gpu(self, index: int) -> BenchResult:
         """This result, said of GPU `index` (accept runs per-GPU parts once on each)."""
-        return BenchResult.of(
-            self.part,
-            self.test,
-            self.value,
-            self.unit,
-            self.expected,
-            self.verdict,
-            self.fix,
-            self.note,
-            self.cause,
-            self.detail,
-            index,
-        )
+        return dataclasses.replace(self, gpu_index=index, subject=gpu_subject(index))
 
     def to_dict(self) -> dict[str, Any]:
         document = {

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import math
 import sys
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from dlrig.cli.common import (
     print_report,
     progress_bar,
 )
+
+if TYPE_CHECKING:
+    from dlrig.bench import DeviceChoice
 
 
 @click.command("bench")
@@ -70,7 +73,7 @@ def bench_command(
     dataset: str | None,
     batch_size: int,
     processes: int | None,
-    device: Literal["auto", "cuda", "cpu"],  # click.Choice of these
+    device: DeviceChoice,  # a click.Choice of its words
     gpu_index: int,
     quick: bool,
     out_dir: str | None,

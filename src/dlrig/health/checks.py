@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from dlrig.knowledge import xid as xid_knowledge
 from dlrig.machine.model import Gpu, Machine, XidEvent
-from dlrig.report import Finding, Status
+from dlrig.report import Finding, Status, gpu_subject
 
 # Memory a GPU holds with nothing running on it: the driver's own few hundred MiB.
 LEAKED_BYTES = 1 << 30
@@ -48,7 +48,7 @@ class Fault(Finding):
             evidence=tuple(evidence),
             cause=cause,
             gpu=gpu,
-            subject=None if gpu is None else f"gpu {gpu}",
+            subject=gpu_subject(gpu),
         )
 
     @property

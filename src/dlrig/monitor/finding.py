@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dlrig.report import Finding, Status
+from dlrig.report import Finding, Status, gpu_subject
 
 # The monitor's words for how urgent a reading is, and the one status each is.
 _SEVERITY_STATUS = {"critical": Status.FAIL, "warn": Status.WARN, "info": Status.INFO}
@@ -35,7 +35,7 @@ class Reading(Finding):
             source="monitor",
             cause=cause,
             gpu=gpu,
-            subject=None if gpu is None else f"gpu {gpu}",
+            subject=gpu_subject(gpu),
         )
 
     @property
