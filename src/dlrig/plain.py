@@ -12,7 +12,18 @@ import dataclasses
 import enum
 import types
 import typing
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeVar, Union
+
+T = TypeVar("T")
+
+
+def word(words: tuple[T, ...], value: object, where: str) -> T:
+    """`value` as the one of `words` (a Literal's, `typing.get_args`) it equals, so the Literal
+    type holds where a str came in (a click choice, a JSON field); else ValueError."""
+    for candidate in words:
+        if candidate == value:
+            return candidate
+    raise ValueError(f"{where}: {value!r} is not one of {', '.join(map(str, words))}")
 
 
 def to_plain(value: Any) -> Any:
@@ -55,7 +66,8 @@ def from_plain(tp: Any, value: Any, where: str, strict: bool = True) -> Any:
                 errors.append(str(exc))
         raise ValueError(errors[0])
     if origin is tuple:
-        if not isinstance(value, list):
+        # a tuple where `dataclasses.asdict` left one (an in-process document, not JSON)
+        if not isinstance(value, list | tuple):
             raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:

@@ -124,12 +124,12 @@ def run(
         _copy_window_size(out_fd, slave)
         child_stderr: int = slave if _is_terminal(err_fd) else subprocess.PIPE
         try:
-            child = _spawn(command, slave, child_stderr, env)
+            child = _start(command, stdout=slave, stderr=child_stderr, env=env)
         finally:
             os.close(slave)
         readers[master] = "stdout"
     else:
-        child = _spawn(command, subprocess.PIPE, subprocess.PIPE, env)
+        child = _start(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     if child.stdout is not None:
         readers[child.stdout.fileno()] = "stdout"
     if child.stderr is not None:
@@ -161,19 +161,32 @@ def run(
     return Outcome(exit_code=code, stdout_closed=sinks["stdout"].closed)
 
 
-def _spawn(
-    command: Sequence[str], stdout: int, stderr: int, env: dict[str, str] | None = None
+def _start(
+    command: Sequence[str],
+    *,
+    stdout: int | None,
+    stderr: int | None,
+    env: dict[str, str] | None,
+    in_child: Callable[[], None] | None = None,
+    fix: str = "check the command after --",
 ) -> subprocess.Popen[bytes]:
+    """The one place a user's command is started (`run` and `supervise`); a command that
+    cannot start is the user's input, said in one line."""
     try:
-        return subprocess.Popen(list(command), stdout=stdout, stderr=stderr, stdin=None, env=env)
+        return subprocess.Popen(
+            list(command), stdout=stdout, stderr=stderr, stdin=None, env=env, preexec_fn=in_child
+        )
     except FileNotFoundError:
-        raise InputError(
-            f"{command[0]}: command not found", fix="check the command after --"
-        ) from None
+        raise InputError(f"{command[0]}: command not found", fix=fix) from None
     except PermissionError:
-        raise InputError(
-            f"{command[0]}: permission denied", fix="check the command after --"
-        ) from None
+        raise InputError(f"{command[0]}: permission denied", fix=fix) from None
+    except OSError as exc:  # ENOEXEC and the like: a file the kernel cannot run
+        raise InputError(f"{command[0]}: cannot be started ({exc.strerror})", fix=fix) from None
+
+
+def _exit_code(code: int) -> int:
+    """The command's exit code as a shell reports it: 128 + N when signal N killed it."""
+    return code if code >= 0 else 128 - code
 
 
 def _pump(
@@ -211,8 +224,7 @@ def _pump(
                 feed(data, name)
     finally:
         selector.close()
-    code = child.wait()
-    return code if code >= 0 else 128 - code
+    return _exit_code(child.wait())
 
 
 # --- `dlrig train -- CMD`: the child started, watched, never outliving dlrig -------------------
@@ -243,21 +255,16 @@ def supervise(command: Sequence[str], env: dict[str, str], stdout_fd: int | None
             os._exit(128 + signal.SIGTERM)  # dlrig died before prctl took effect
 
     try:
-        try:
-            child = subprocess.Popen(
-                list(command),
-                env=env,
-                stdout=stdout_fd,
-                stdin=None,
-                preexec_fn=in_child,  # safe: the CLI has no other thread at this point
-            )
-        except OSError as exc:
-            # Checked before (check_command); what is left: a file the kernel cannot run.
-            raise InputError(
-                f"{command[0]}: cannot be started ({exc.strerror})",
-                fix=f"a Python script runs as dlrig train SCRIPT.py; another file with its "
-                f"interpreter: dlrig train -- bash {command[0]}",
-            ) from None
+        # Checked before (check_command); what is left: a file the kernel cannot run.
+        child = _start(
+            command,
+            stdout=stdout_fd,
+            stderr=None,
+            env=env,
+            in_child=in_child,  # safe: the CLI has no other thread at this point
+            fix=f"a Python script runs as dlrig train SCRIPT.py; another file with its "
+            f"interpreter: dlrig train -- bash {command[0]}",
+        )
         code = _watch(child)
         # A signal that came with the child's end is the child's: it must not stop dlrig
         # before dlrig reports the child's own exit code.
@@ -285,7 +292,7 @@ def _watch(child: subprocess.Popen[bytes]) -> int:
         if code is None:
             continue
         if code < 0:
-            return 128 - code
+            return _exit_code(code)
         # A child that failed after a stop signal was stopped by it (torchrun exits with 1).
         return 128 + stopped_by if code != 0 and stopped_by is not None else code
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 import pytest
 
-from dlrig.cli.main import COMMANDS, cli
+from dlrig.cli.main import COMMANDS, SUMMARIES, cli
 from tests.conftest import CORPUS, NVSMI, ROOT
 
 T4 = str(NVSMI / "tesla-t4-2procs-q-x.xml")
@@ -134,3 +134,14 @@ def test_a_named_input_that_cannot_be_read_is_exit_2_with_one_line(args):
     assert done.returncode == 2, (args, done.stdout[-500:], done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_command_list_of_dlrig_help_is_each_commands_own_summary():
+    # `dlrig --help` lists SUMMARIES without importing the command modules; each must stay
+    # what the command's own help says first.
+    context = click.Context(cli)
+    assert list(SUMMARIES) == list(COMMANDS)
+    for name in COMMANDS:
+        command = cli.get_command(context, name)
+        assert command is not None
+        assert SUMMARIES[name] == command.get_short_help_str(10_000), name

@@ -6,6 +6,7 @@ produced by dlrig's own parsers.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -482,3 +483,13 @@ def test_recordings_of_two_machines_are_not_replayed_as_one():
     # issue 23: two machines' files were served together with gpu="" labels
     with pytest.raises(InputError, match="not the same machine"):
         ReplaySource([H200, NVSMI / "rtx3090-q-x.xml"])
+
+
+def test_a_saved_history_report_reads_back_as_the_report_it_was(tmp_path) -> None:
+    # what `dlrig report` does with a `monitor report --json` file
+    result = report.build(_record(tmp_path, seconds=240, frame_seconds=60.0), idle_min_seconds=30)
+    saved = json.loads(json.dumps(result.to_dict()))
+    assert report.HistoryReport.from_dict(saved) == result
+    saved["gpus"][0]["seconds"] = "long"
+    with pytest.raises(ValueError, match=r"gpus\[0\]\.seconds"):
+        report.HistoryReport.from_dict(saved)

@@ -8,16 +8,19 @@ import json
 
 import pytest
 
-from dlrig import bench, doctor
+from dlrig import bench, doctor, fit, profile
+from dlrig.accept import report as accept_report
 from dlrig.accept.verdict import Verdict
 from dlrig.bench import BenchReport
 from dlrig.bench.device import BenchDevice
 from dlrig.doctor import DoctorReport
 from dlrig.errors import InputError
+from dlrig.fit.result import FitResult
 from dlrig.machine import readers
 from dlrig.plan.evidence import load_bench
+from dlrig.profile.model import ProfileReport
 from dlrig.report import Status
-from tests.conftest import NVSMI
+from tests.conftest import CORPUS, NVSMI
 
 T4 = NVSMI / "tesla-t4-2procs-q-x.xml"  # nvidia-smi -q -x of a Tesla T4 (fixture SOURCES.md)
 
@@ -124,3 +127,50 @@ def test_the_call_shapes_of_earlier_releases_are_refused():
         doctor.run(machine)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="BenchOptions"):
         bench.run(["compute"])  # type: ignore[arg-type]
+
+
+def _through_json(document: dict) -> dict:
+    return json.loads(json.dumps(document))
+
+
+def test_a_fit_document_reads_back_with_its_memory_and_advice():
+    # the same estimate test_fit_invariants checks: it does not fit, so it carries advice
+    result = fit.estimate(
+        fit.Options(model="llama3-8b", gpu="t4", seq_len=1024, batch_size=1, precision="amp-fp16")
+    )
+    document = _through_json(result.to_dict())
+    again = FitResult.from_dict(document)
+    assert again.to_dict() == document
+    assert again.advice and again.memory_peak_bytes == result.memory_peak_bytes
+    with pytest.raises(ValueError, match=r"fit\.memory"):
+        FitResult.from_dict({k: v for k, v in document.items() if k != "memory"})
+
+
+@pytest.mark.parametrize(
+    "trace", ["hta-trace_diff_control.json.gz", "hta-amd_mi250_minitoy_rocm6.2.json.gz"]
+)
+def test_a_profile_document_reads_back_as_the_report_it_was(trace):
+    document = _through_json(profile.analyse([CORPUS / "kineto" / trace]).to_dict())
+    again = ProfileReport.from_dict(document).to_dict()
+    # a rank's mean step is recomputed from the steps as written (rounded to the microsecond)
+    for rank, read in zip(document["ranks"], again["ranks"], strict=True):
+        assert read.pop("mean_step_ms") == pytest.approx(rank.pop("mean_step_ms"), abs=2e-3)
+    assert again == document
+    with pytest.raises(ValueError, match="ranks"):
+        ProfileReport.from_dict({k: v for k, v in document.items() if k != "ranks"})
+
+
+def test_the_report_page_names_a_fit_document_that_does_not_read(tmp_path):
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps({"schema": "dlrig.fit", "schema_version": 2, "model": "x"}))
+    with pytest.raises(InputError, match="fit document"):
+        accept_report.build([str(path)])
+
+
+def test_a_word_from_outside_becomes_its_vocabularys_own_or_is_named():
+    from dlrig.fit.options import STRATEGIES
+    from dlrig.plain import word
+
+    assert word(STRATEGIES, "fsdp", "--strategy") == "fsdp"
+    with pytest.raises(ValueError, match="--strategy: 'fsdp2' is not one of ddp, zero1"):
+        word(STRATEGIES, "fsdp2", "--strategy")

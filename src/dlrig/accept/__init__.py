@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlrig import lifecycle
+from dlrig.accept import burnin, judge, levels, report, stages
 from dlrig.errors import InputError, MissingExtraError
 from dlrig.inputs import check_readable_file
 from dlrig.outputs import ensure_directory, write_text_atomic
@@ -144,8 +145,6 @@ class AcceptRun:
             )
         ]
         if with_report:
-            from dlrig.accept import report
-
             try:
                 page = report.build_from_documents([(str(written[0]), document)])
                 written.append(report.write_html(page, self.out_dir / REPORT_NAME))
@@ -182,8 +181,6 @@ def run(
 
     `machine`: the facts to judge instead of probing (or reading `options.replay` /
     `options.machine` for them)."""
-    from dlrig.accept import levels, stages
-
     for path in options.replay:
         check_readable_file(path, "recorded evidence")
     if options.machine:
@@ -222,8 +219,6 @@ def _judged(
     parts: list[str],
     skipped: dict[str, str],
 ) -> AcceptRun:
-    from dlrig.accept import burnin, judge, stages
-
     accepted = AcceptRun(options, level, out_dir, time.time())
     try:
         accepted.stage = "doctor"

@@ -18,13 +18,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from dlrig import lifecycle
+from dlrig import lifecycle, monitor
 from dlrig.accept import loads
 from dlrig.accept.loads import Absent
 from dlrig.accept.series import GpuTrack, HostTrack, LoadTrack
+from dlrig.knowledge import xid as xid_table
 from dlrig.machine.model import Machine, XidEvent
+from dlrig.monitor.sampler import bus_key
 
 if TYPE_CHECKING:  # the monitor is imported when a live burn-in starts
     from dlrig.monitor.finding import Reading
@@ -34,7 +36,7 @@ Progress = Callable[[str, float], None]
 
 @dataclass
 class BurnIn:
-    mode: str  # live | replay
+    mode: Literal["live", "replay"]
     planned_seconds: float
     interval_seconds: float | None
     source: dict[str, Any]
@@ -124,8 +126,6 @@ def run_live(
     disk_bytes: int,
     progress: Progress,
 ) -> BurnIn:
-    from dlrig import monitor
-
     interval = interval_for(seconds)
     source = monitor.open_source()
     info = source.info
@@ -202,8 +202,6 @@ def run_live(
 
 def run_replay(paths: Sequence[str], machine: Machine) -> BurnIn:
     """The recorded readings as the burn-in's points; Xid events from the recorded kernel log."""
-    from dlrig import monitor
-
     result = BurnIn("replay", 0.0, None, {"kind": "replay", "description": "", "note": None})
     result.absent.append(
         loads.Absent("load", "replay: the verdicts come from the recorded readings; no load")
@@ -233,9 +231,6 @@ def run_replay(paths: Sequence[str], machine: Machine) -> BurnIn:
 
 def xid_counts(events: Sequence[XidEvent], machine: Machine) -> list[dict[str, Any]]:
     """Kernel-log Xid events counted per (code, GPU), the GPU found by its PCI address."""
-    from dlrig.knowledge import xid as xid_table
-    from dlrig.monitor.sampler import bus_key
-
     by_bus = {}
     for gpu in machine.gpus or ():
         key = bus_key(gpu.pci_bus_id)

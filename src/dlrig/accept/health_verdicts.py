@@ -12,6 +12,7 @@ from typing import Any
 from dlrig.accept.gpu_verdicts import gpu_name
 from dlrig.accept.series import GpuTrack
 from dlrig.accept.verdict import Verdict, fix_for
+from dlrig.knowledge import xid as xid_table
 
 # Xid codes whose cause is memory (NVIDIA's catalogue: DBE, page retirement/remap, contained
 # and uncontained ECC errors), as doctor's Xid check reads them.
@@ -102,8 +103,6 @@ def availability(track: GpuTrack) -> Verdict | None:
 
 def xid(events: Sequence[dict[str, Any]], replay: bool) -> list[Verdict]:
     """One verdict per GPU (or PCI address) with Xid events during the run."""
-    from dlrig.knowledge import xid as xid_table
-
     if not events:
         when = "in the recording" if replay else "during the burn-in"
         return [Verdict.of("burn_in.xid", "pass", f"no Xid events {when}", "burn-in")]

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from dlrig.accept.series import LoadTrack
 from dlrig.machine.model import Machine
@@ -40,7 +40,7 @@ UNITS = {
 
 @dataclass(frozen=True)
 class LoadSpec:
-    kind: str  # gpu | cpu | memory | disk
+    kind: Literal["gpu", "cpu", "memory", "disk"]
     subject: int | None  # GPU index
     workers: int
     args: tuple[str, ...]  # extra worker arguments

@@ -10,7 +10,7 @@ of the recorded reading (0, 1, 2, ...) and `labels` names each one ("capture.txt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from dlrig.machine.model import Gpu
 
@@ -194,7 +194,7 @@ class HostTrack:
 class LoadTrack:
     """What one kind of load worker achieved over time (summed over its workers)."""
 
-    kind: str  # gpu | cpu | memory | disk
+    kind: Literal["gpu", "cpu", "memory", "disk"]
     subject: int | None  # the GPU index for gpu loads
     workers: int
     units: dict[str, str]  # metric -> unit ("tflops": "TFLOP/s")

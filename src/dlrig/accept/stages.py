@@ -11,8 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dlrig import bench, doctor
 from dlrig.accept.levels import Level
+from dlrig.bench import BenchReport
 from dlrig.errors import InputError, MissingExtraError
+from dlrig.machine import probe, readers
 from dlrig.machine.model import Machine, XidEvent
 from dlrig.report import Progress
 
@@ -25,8 +28,6 @@ PER_GPU_PARTS = ("compute", "memory")
 
 def machine_snapshot(replay: Sequence[str], machine_path: str | None) -> Machine:
     """The machine's facts: the recorded files in replay mode, a saved snapshot, or a probe."""
-    from dlrig.machine import probe, readers
-
     if replay:
         return readers.load_many(list(replay))
     if machine_path:
@@ -37,8 +38,6 @@ def machine_snapshot(replay: Sequence[str], machine_path: str | None) -> Machine
 def kernel_xids_after(before: Machine) -> list[XidEvent]:
     """Kernel-log Xid lines that appeared since `before` was probed (the kernel log read
     again, nothing else)."""
-    from dlrig.machine import probe
-
     seen = {
         (e.code, e.pci_bus_id, e.timestamp, e.message)
         for e in (before.kernel_log.xid_events if before.kernel_log else ())
@@ -65,16 +64,12 @@ def check_gpu_indices(machine: Machine, indices: Sequence[int]) -> None:
 
 
 def doctor_report(machine: Machine) -> DoctorReport:
-    from dlrig import doctor
-
     return doctor.run(machine=machine)
 
 
 def bench_parts(level: Level, skip: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """The level's bench parts that this dlrig's bench has, less `skip` ("bench": all), and
     why each other part does not run."""
-    from dlrig import bench
-
     for name in skip:
         if name != "bench" and name not in bench.PARTS:
             raise InputError(
@@ -105,8 +100,6 @@ def run_bench(
     """Run `parts` into `collected` (filled in as each part finishes, a part run on each GPU
     saying which); a part that needs a missing extra (torch) goes into `skipped` with the
     install line."""
-    from dlrig import bench
-
     # torch numbers GPUs fastest-first unless told otherwise, NVML by PCI bus: make torch's
     # cuda:N the GPU the monitor and doctor call N.
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
@@ -148,6 +141,4 @@ def run_bench(
 
 def empty_bench_report() -> BenchReport:
     """The bench report accept fills in part by part (no machine: accept's document has it)."""
-    from dlrig.bench import BenchReport
-
     return BenchReport(machine=None, device=None)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dlrig.bench import comms, compute, dataloader, memory, storage
+from dlrig.bench import comms, compute, dataloader, memory, pack, storage
 from dlrig.bench.device import BenchDevice, torch_module
 from dlrig.bench.device import pick as pick_device
 from dlrig.bench.results import BenchResult, Progress, no_progress
@@ -111,8 +111,6 @@ def _run_part(
     step: Progress,
 ) -> list[BenchResult]:
     if part == "pack":  # a dlrig pack (--path) against its loose files
-        from dlrig.bench import pack
-
         return pack.run_part(options.path, options.quick, step)
     if part == "compute":
         assert device is not None

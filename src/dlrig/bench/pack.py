@@ -31,6 +31,9 @@ from typing import Any
 from dlrig.bench.pack_cache import drop_all_caches, set_cache
 from dlrig.bench.results import BenchResult, Progress, judged, no_progress
 from dlrig.errors import InputError
+from dlrig.pack.reader import PackIndex, PackReader
+from dlrig.pack.sources import open_source
+from dlrig.pack.stream import Stream
 
 COLD_TARGET = 5.0  # the packed reads should be at least this many times the loose ones, cold
 BATCH = 64
@@ -90,9 +93,6 @@ def _reader_loop(
     decode: Callable[[bytes], Any] | None = decode_jpeg if case.stage == "decode" else None
     done = size = 0
     if case.reader == "dlrig-stream":
-        from dlrig.pack.reader import PackIndex
-        from dlrig.pack.stream import Stream
-
         stream = Stream(PackIndex(subject.dst), batch_size=BATCH, shuffle=case.order == "shuffled")
         for data, _ in stream.samples(0, 0, worker, workers, limit=count):
             size += len(data)
@@ -111,8 +111,6 @@ def _reader_loop(
                 decode(data)
             done += 1
         return done, size
-    from dlrig.pack.reader import PackIndex, PackReader
-
     reader = PackReader(PackIndex(subject.dst))
     mine = [subject.samples[p] for p in _share(positions, worker, workers)]
     for start in range(0, len(mine), BATCH):  # a batch at a time, as a DataLoader reads
@@ -161,9 +159,6 @@ def time_case(subject: Subject, case: Case, count: int) -> tuple[float, int, int
 
 
 def subject_of(dst: str | Path, samples: int | None, loose: bool = True) -> Subject:
-    from dlrig.pack.reader import PackIndex
-    from dlrig.pack.sources import open_source
-
     index = PackIndex(dst)
     if index.data_format != "dlrig":
         raise InputError(
@@ -275,8 +270,6 @@ def run(
 
 
 def _decodes(subject: Subject) -> bool:
-    from dlrig.pack.reader import PackIndex, PackReader
-
     try:
         decode_jpeg(PackReader(PackIndex(subject.dst)).get(subject.samples[0]))
     except Exception:  # noqa: BLE001 - not an image Pillow reads: no decode cases

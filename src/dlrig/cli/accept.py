@@ -9,7 +9,10 @@ from typing import Any
 
 import click
 
+from dlrig import accept, lifecycle
+from dlrig.accept.render import render
 from dlrig.cli.common import choice_option, console, integer_option, json_option, print_json
+from dlrig.errors import InputError
 
 EXIT = (
     "Exit codes: 0 every verdict passes; 1 a verdict fails (the summary says what to do first); "
@@ -133,10 +136,6 @@ def accept_command(
     """Prove a new or repaired server: doctor, then every bench part, then a burn-in with load
     on every GPU, the CPU, memory and the disk while the monitor records; verdicts with their
     evidence and fixes. With --replay, judge recorded readings instead."""
-    from dlrig import accept, lifecycle
-    from dlrig.accept.render import render
-    from dlrig.errors import InputError
-
     if replay and (minutes is not None or machine or gpu_index or path or skip):
         raise InputError(
             "--replay judges recorded files: --minutes, --machine, --gpu-index, --path and "

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dlrig import bench
+from dlrig.bench import comms, plots, storage
+from dlrig.bench.render import render
 from dlrig.cli.common import (
     choice_option,
     console,
@@ -20,6 +23,9 @@ from dlrig.cli.common import (
     print_report,
     progress_bar,
 )
+from dlrig.errors import InputError
+from dlrig.machine import probe
+from dlrig.outputs import ensure_directory, write_text_atomic
 
 if TYPE_CHECKING:
     from dlrig.bench import DeviceChoice
@@ -86,11 +92,6 @@ def bench_command(
     Exit codes: 0 every part measured performs as it should; 1 a part failed its expectation
     or could not run; 2 bad usage or input; 130/143 stopped (the storage test file is removed).
     """
-    from dlrig import bench
-    from dlrig.bench import comms, plots, storage
-    from dlrig.errors import InputError
-    from dlrig.outputs import ensure_directory, write_text_atomic
-
     if not (math.isfinite(random_seconds) and random_seconds > 0):
         raise InputError(
             f"--random-seconds {random_seconds} is not a positive duration",
@@ -133,8 +134,6 @@ def bench_command(
         if os.environ.get("RANK", "0") == "0":
             _print(report, as_json)
         return
-    from dlrig.machine import probe
-
     machine = probe.collect()
     with progress_bar("starting") as progress:
         report = bench.run(options, machine=machine, progress=progress)
@@ -151,6 +150,4 @@ def bench_command(
 
 
 def _print(report: Any, as_json: bool) -> None:
-    from dlrig.bench.render import render
-
     print_report(report, as_json, render, wide=True)

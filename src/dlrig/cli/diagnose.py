@@ -10,9 +10,15 @@ from pathlib import Path
 
 import click
 
+from dlrig import diagnose, wrap
 from dlrig.cli.common import command_after_dashes, console, json_option, print_json, print_report
+from dlrig.diagnose import Diagnosis
+from dlrig.diagnose.render import render_text
 from dlrig.errors import InputError
+from dlrig.inputs import check_readable_file
+from dlrig.machine import readers
 from dlrig.machine.model import Machine
+from dlrig.machine.probe import collect
 
 EXIT_NO_CAUSE = 3
 
@@ -53,8 +59,6 @@ def diagnose_command(
     Exit codes: 0 a cause was found; 3 no cause found; 2 bad usage or unreadable input.
     With -- CMD: the command's own exit code (128+N when signal N killed it).
     """
-    from dlrig import diagnose
-
     machine = _machine(machine_path, probe)
     command = command_after_dashes(
         inputs, "logs", "dlrig diagnose FILE...  or  dlrig diagnose -- CMD ARGS..."
@@ -105,8 +109,6 @@ def _signal_name(code: int) -> str | None:
 
 def _check_logs(paths: list[Path]) -> None:
     """Every log the user named must be there and hold something (exit 2, as doctor does)."""
-    from dlrig.inputs import check_readable_file
-
     for path in paths:
         check_readable_file(path, "training log")
         if path.stat().st_size == 0:
@@ -117,27 +119,18 @@ def _machine(path: Path | None, probe: bool) -> Machine | None:
     if path and probe:
         raise InputError("--machine and --probe: choose one", fix="drop one of them")
     if path:
-        from dlrig.machine import readers
-
         return readers.load(path)
     if probe:
-        from dlrig.machine.probe import collect
-
         return collect()
     return None
 
 
 def _report(result: object, as_json: bool) -> None:
-    from dlrig.diagnose import Diagnosis
-    from dlrig.diagnose.render import render_text
-
     assert isinstance(result, Diagnosis)
     print_report(result, as_json, render_text)
 
 
 def _run_command(command: list[str], machine: Machine | None, as_json: bool) -> None:
-    from dlrig import diagnose, wrap
-
     # One session, two inputs: stdout and stderr keep their own line numbers.
     session = diagnose.Session(machine)
     session.start("stdout")
@@ -170,8 +163,6 @@ def _run_command(command: list[str], machine: Machine | None, as_json: bool) -> 
 
             shown = escape(shlex.join(command))  # the command as it ran, brackets and all
             out.print(f"[bold]dlrig diagnose:[/bold] `{shown}` exited with {code}")
-            from dlrig.diagnose.render import render_text
-
             render_text(result, out)
     except BrokenPipeError:
         pass  # nobody is reading any more; the command's exit code still goes back

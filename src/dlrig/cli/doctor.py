@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from dlrig import causes, doctor
 from dlrig.cli.common import (
     console,
     integer_option,
@@ -17,8 +18,13 @@ from dlrig.cli.common import (
     print_json,
     print_report,
 )
+from dlrig.doctor import fleet as fleet_report
+from dlrig.doctor.render import render_markdown, render_text
 from dlrig.errors import InputError
+from dlrig.machine import probe, readers
 from dlrig.machine.model import Machine
+from dlrig.machine.runner import ProbeContext
+from dlrig.outputs import write_text_atomic
 
 # A probe that has not answered in an hour never will; the bound also keeps deadlines
 # representable (a timeout of 1e308 s overflows the clock).
@@ -116,8 +122,6 @@ def doctor_command(
 
     Exit code: 0 when no check fails, 1 when one fails, 2 for bad usage or unreadable input.
     """
-    from dlrig import doctor
-
     if explain_id is not None:  # --explain '' is a mistake, not "no --explain"
         _explain(explain_id, as_json)
         return
@@ -125,8 +129,6 @@ def doctor_command(
         _list_checks(as_json)
         return
     if fleet is not None:
-        from dlrig.doctor import fleet as fleet_report
-
         if markdown:
             # It printed plain text under --markdown; say so rather than mislabel the output.
             raise InputError(
@@ -150,8 +152,6 @@ def doctor_command(
         from_path, python, timeout_s, data_paths, not no_kernel_log, quiet=as_json or markdown
     )
     if save_path is not None:
-        from dlrig.outputs import write_text_atomic
-
         write_text_atomic(save_path, machine.to_json() + "\n")
     options = doctor.DoctorOptions(
         ram_to_gpu_memory_ratio=ram_ratio,
@@ -162,12 +162,8 @@ def doctor_command(
     if as_json:
         print_json(report.to_dict())
     elif markdown:
-        from dlrig.doctor.render import render_markdown
-
         sys.stdout.write(render_markdown(report))
     else:
-        from dlrig.doctor.render import render_text
-
         out = console()
         render_text(report, out, show_ok=not brief, verbose=verbose)
         if save_path is not None:
@@ -184,9 +180,6 @@ def _machine(
     read_kernel_log: bool,
     quiet: bool,
 ) -> Machine:
-    from dlrig.machine import probe, readers
-    from dlrig.machine.runner import ProbeContext
-
     for data_path in data_paths:
         if not Path(data_path).exists():
             raise InputError(
@@ -227,8 +220,6 @@ def _machine(
 
 
 def _explain(check_id: str, as_json: bool) -> None:
-    from dlrig import causes, doctor
-
     entry = doctor.get(check_id)
     if entry is None:
         ids = [c.id for c in doctor.all_checks()]
@@ -266,8 +257,6 @@ def _explain(check_id: str, as_json: bool) -> None:
 
 
 def _list_checks(as_json: bool) -> None:
-    from dlrig import doctor
-
     entries = doctor.all_checks()
     if as_json:
         print_json(

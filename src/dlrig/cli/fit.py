@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dlrig import fit
 from dlrig.cli.common import (
     choice_option,
     console,
@@ -16,6 +17,7 @@ from dlrig.cli.common import (
     print_report,
 )
 from dlrig.errors import InputError
+from dlrig.fit.cache import user_cache
 from dlrig.fit.options import (
     ACTIVATIONS,
     ATTENTION,
@@ -28,6 +30,12 @@ from dlrig.fit.options import (
     STRATEGIES,
     WEIGHT_FORMATS,
 )
+from dlrig.fit.presets import presets
+from dlrig.fit.render import render_text
+from dlrig.knowledge.gpus import catalogue
+from dlrig.machine import nvidia
+from dlrig.machine.model import Machine, Origin
+from dlrig.machine.runner import ProbeContext
 from dlrig.report import envelope
 
 if TYPE_CHECKING:
@@ -216,8 +224,6 @@ def fit_command(**params: Any) -> None:
         raise InputError(
             "no model given", fix="dlrig fit MODEL or --config PATH (see dlrig fit --list-presets)"
         )
-    from dlrig import fit
-
     options = options_from(
         fit.Options,
         params,
@@ -230,16 +236,12 @@ def fit_command(**params: Any) -> None:
     gpu, analytic = options.gpu, options.analytic
     machine = _this_machine() if gpu is None else None
     err = console(stderr=True)
-    from dlrig.fit.cache import user_cache
-
     with user_cache():
         if as_json or not err.is_terminal or analytic:
             result = fit.run(options, machine=machine)
         else:
             with err.status(f"tracing a training step of {model} on fake tensors…"):
                 result = fit.run(options, machine=machine)
-    from dlrig.fit.render import render_text
-
     print_report(result, as_json, render_text)
     if not result.fits:
         sys.exit(1)
@@ -247,10 +249,6 @@ def fit_command(**params: Any) -> None:
 
 def _this_machine() -> Machine | None:
     """This machine's GPUs through NVML (no CUDA initialisation), or None."""
-    from dlrig.machine import nvidia
-    from dlrig.machine.model import Machine, Origin
-    from dlrig.machine.runner import ProbeContext
-
     try:
         _driver, gpus, _topology, _issues = nvidia.probe(ProbeContext(timeout_s=5))
     except Exception:  # noqa: BLE001 - no GPU information is fine: --gpu is then required
@@ -259,8 +257,6 @@ def _this_machine() -> Machine | None:
 
 
 def _list_presets(as_json: bool) -> None:
-    from dlrig.fit.presets import presets
-
     table = presets()
     if as_json:
         print_json(
@@ -291,8 +287,6 @@ def _list_presets(as_json: bool) -> None:
 
 
 def _list_gpus(as_json: bool) -> None:
-    from dlrig.knowledge.gpus import catalogue
-
     specs = catalogue().specs
     if as_json:
         print_json(

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import click
 
+from dlrig import health
 from dlrig.cli.common import choice_option, console, json_option, number_option, print_json
+from dlrig.health import HealthReport, outputs
+from dlrig.health import slurm as slurm_contract
+from dlrig.machine import readers
+from dlrig.outputs import write_text_atomic
 
 EXIT = (
     "Exit codes: 0 healthy (warnings included), 1 a fault that drains the node, 2 bad usage or "
@@ -88,9 +93,6 @@ def health_command(
       dlrig health --format npd                     # node-problem-detector custom plugin
       dlrig health --from nvidia-smi.xml --from dmesg.txt --json
     """
-    from dlrig import health
-    from dlrig.health import outputs
-
     if slurm and state_path is None and not sources:
         state_path = Path("/var/lib/dlrig/health.json")
     options = health.HealthOptions(
@@ -102,13 +104,9 @@ def health_command(
     )
     machine = None
     if sources:
-        from dlrig.machine import readers
-
         machine = readers.load_many(list(sources))
     report = health.run(options, machine=machine)
     if textfile is not None:
-        from dlrig.outputs import write_text_atomic
-
         write_text_atomic(textfile, outputs.prometheus(report), mode=0o644)
     if slurm:
         _act_on_slurm(report, node, as_json, output)
@@ -129,9 +127,6 @@ def health_command(
 
 
 def _act_on_slurm(report: object, node: str | None, as_json: bool, output: str) -> None:
-    from dlrig.health import HealthReport
-    from dlrig.health import slurm as slurm_contract
-
     assert isinstance(report, HealthReport)
     scheduler = slurm_contract.Slurm()
     name = slurm_contract.node_name(node)
@@ -150,8 +145,6 @@ def _act_on_slurm(report: object, node: str | None, as_json: bool, output: str) 
 
 def _render(report: object) -> None:
     from rich.markup import escape
-
-    from dlrig.health import HealthReport
 
     assert isinstance(report, HealthReport)
     out = console()

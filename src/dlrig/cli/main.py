@@ -33,6 +33,24 @@ COMMANDS: dict[str, str] = {
     "profile": "dlrig.cli.profile:profile_command",
 }
 
+# What `dlrig --help` lists for each command: its help's first sentence, kept here so the list
+# needs no command module imported (tests/cli keep each equal to the command's own).
+SUMMARIES: dict[str, str] = {
+    "doctor": "Check drivers, CUDA, frameworks, GPUs, NCCL, memory and disks; say what to fix.",
+    "diagnose": "Read a crashed training log and name the root cause, the lines that prove it, and the fix.",
+    "fit": "Estimate peak GPU memory, the largest batch, step time and time to train — without a GPU.",
+    "monitor": "Live view of the GPUs and the host, with a one-line reading of what it means.",
+    "bench": "Measure PARTS (compute, memory, comms, storage, dataloader; default: all) against what they should do, with the fix when one falls short.",
+    "provision": "Generate the files that set a GPU machine up: install script, Python environment, Dockerfile, nccl.conf, launch scripts and jobs, power settings, monitoring manifests.",
+    "train": "Run a training script that uses dlrig.train and report its summary.",
+    "pack": "Pack a dataset of many small files into large shards (`dlrig pack SRC DST`), check one (`dlrig pack verify DST`), or measure it against its loose files (`dlrig pack bench DST`).",
+    "plan": "From workloads and a budget to the server to buy (or rent), every rule checked.",
+    "accept": "Prove a new or repaired server: doctor, then every bench part, then a burn-in with load on every GPU, the CPU, memory and the disk while the monitor records; verdicts with their evidence and fixes.",
+    "report": "Render FILES (the JSON of accept, doctor, bench, fit, monitor report, a doctor --save snapshot, or a monitor --db history) into one HTML page: the summary first, charts of measured against expected, the burn-in's time series and the machine's facts.",
+    "health": "Judge whether this node may get jobs: hardware Xids, uncorrectable ECC, pending page retirement or row remapping, a GPU missing from the bus, a driver/library mismatch, a PCIe link below its width; after a job (epilog) also processes and memory left on the GPUs.",
+    "profile": "Where each training step's time goes (data wait, forward, backward, optimizer; on the GPU compute, exposed communication, copies and idle time), the top kernels, MFU, and the one change that wins most with its expected gain.",
+}
+
 
 def _available(target: str) -> bool:
     return importlib.util.find_spec(target.partition(":")[0]) is not None
@@ -43,6 +61,19 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name, target in COMMANDS.items() if _available(target)]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of `dlrig --help`, as click writes it, from SUMMARIES."""
+        names = self.list_commands(ctx)
+        if names:
+            limit = formatter.width - 6 - max(len(name) for name in names)
+            # click's own shortening, on a stand-in that has only the summary
+            rows = [
+                (name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit))
+                for name in names
+            ]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)

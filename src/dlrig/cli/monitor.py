@@ -36,7 +36,11 @@ from dlrig.cli.monitor_options import (
 )
 from dlrig.cli.monitor_record import record_capture, record_history
 from dlrig.errors import InputError
+from dlrig.monitor import report as history_report
+from dlrig.monitor.assets import write_assets
 from dlrig.monitor.processes import SORT_KEYS, ProcessOptions
+from dlrig.monitor.render import render_report
+from dlrig.plain import word
 from dlrig.report import envelope
 
 _STOPPED = "130/143/129 stopped by SIGINT/SIGTERM/SIGHUP, after releasing NVML and the terminal"
@@ -129,7 +133,9 @@ def monitor_command(
             fix="use --once --json, or --count 1 --format ...",
         )
     settings = source_settings(ctx, values)
-    processes = ProcessOptions(sort=sort, filter=process_filter, tree=tree)
+    processes = ProcessOptions(
+        sort=word(SORT_KEYS, sort, "--sort"), filter=process_filter, tree=tree
+    )
     if once:
         monitor_live.once(settings, as_json, processes)
     else:
@@ -288,8 +294,6 @@ def report_command(
     """Summarise a history: utilisation, idle periods, throttling, energy and its cost."""
     import dataclasses
 
-    from dlrig.monitor import report as history_report
-
     plots = out_path(out, legacy_out, "--plots")
     as_json = _group_json(ctx, as_json)
     since = time.time() - last_hours * 3600 if last_hours else None
@@ -304,8 +308,6 @@ def report_command(
     if plots:
         written = history_report.write_plots(db, plots, since_unix=since)
         result = dataclasses.replace(result, plots=tuple(written))
-    from dlrig.monitor.render import render_report
-
     print_report(result, as_json, render_report)
 
 
@@ -326,8 +328,6 @@ def assets_command(
     ctx: click.Context, /, out: str | None, legacy_out: str | None, dcgm_names: bool, as_json: bool
 ) -> None:
     """Write the Prometheus alert rules and the Grafana dashboard shipped with dlrig."""
-    from dlrig.monitor.assets import write_assets
-
     folder = out_path(out, legacy_out, "--to")
     if not folder:
         raise InputError("assets needs --out DIR", fix="name the folder to write into")

@@ -14,6 +14,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from dlrig import monitor
 from dlrig.cli.common import F, integer_option, number_option
 from dlrig.cli.common import out_option as common_out_option
 from dlrig.errors import InputError
@@ -33,8 +34,6 @@ class SourceSettings:
 
     def open(self) -> Any:
         """The source these settings name (a replay, else this machine's GPUs)."""
-        from dlrig import monitor
-
         if not 0.05 <= self.interval <= 3600:
             raise InputError(
                 f"--interval {self.interval} is out of range",

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlrig import lifecycle
+from dlrig import lifecycle, monitor
 from dlrig.cli.common import console, print_json
 from dlrig.cli.monitor_options import SourceSettings
 from dlrig.errors import DlrigError
+from dlrig.inputs import read_text
+from dlrig.machine import recorder
+from dlrig.monitor.history import Retention
+from dlrig.outputs import write_text_atomic
 from dlrig.report import envelope
 
 
 def record_capture(path: Path, state: str, as_json: bool) -> None:
-    from dlrig.inputs import read_text
-    from dlrig.machine import recorder
-    from dlrig.outputs import write_text_atomic
-
     existing = read_text(path, "capture", 200 * 1000 * 1000) if path.exists() else None
     write_text_atomic(path, recorder.record(state, existing))
     if as_json:
@@ -38,9 +38,6 @@ def record_history(
     max_size_mb: float,
     as_json: bool,
 ) -> None:
-    from dlrig import monitor
-    from dlrig.monitor.history import Retention
-
     recorder = monitor.HistoryRecorder(
         settings.open(),
         db,

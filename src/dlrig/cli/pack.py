@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from dlrig import pack
+from dlrig.bench import pack as bench_pack
 from dlrig.cli.common import (
     choice_option,
     console,
@@ -19,6 +21,10 @@ from dlrig.cli.common import (
     progress_bar,
     progress_lines,
 )
+from dlrig.errors import InputError
+from dlrig.pack.render import render_bench, render_pack, render_verify
+from dlrig.pack.sources import IMAGE_EXTENSIONS
+from dlrig.report import envelope
 
 _SUBCOMMANDS = ("create", "verify", "bench")
 _EXIT_PACK = (
@@ -68,8 +74,6 @@ def pack_command() -> None:
 
 
 def parse_size(text: str, option: str) -> int:
-    from dlrig.errors import InputError
-
     units = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
     cleaned = text.strip().lower().removesuffix("b")
     number, unit = cleaned, ""
@@ -167,11 +171,6 @@ def create_command(
     """Pack SRC into DST. SRC: an ImageFolder tree (SRC/CLASS/FILE), a .csv or .jsonl list of
     paths and labels, or package.module:factory returning a Dataset of (bytes, label).
     Interrupted? Run the same command again: finished shards are kept."""
-    from dlrig import pack
-    from dlrig.errors import InputError
-    from dlrig.pack.render import render_pack
-    from dlrig.pack.sources import IMAGE_EXTENSIONS
-
     if jobs is not None and jobs < 1:
         raise InputError(f"--jobs {jobs}: needs at least 1", fix="e.g. --jobs 8")
     wanted: tuple[str, ...] | None = IMAGE_EXTENSIONS
@@ -192,8 +191,6 @@ def create_command(
 
 
 def _extensions(text: str) -> tuple[str, ...]:
-    from dlrig.errors import InputError
-
     items = tuple(
         e if e.startswith(".") else f".{e}"
         for e in (p.strip().lower() for p in text.split(","))
@@ -214,9 +211,6 @@ def _extensions(text: str) -> tuple[str, ...]:
 @json_option
 def verify_command(dst: str, jobs: int | None, as_json: bool) -> None:
     """Re-read every shard of DST and check each sample's checksum."""
-    from dlrig import pack
-    from dlrig.pack.render import render_verify
-
     with _progress("verifying", as_json) as progress:
         report = pack.verify(dst, jobs, progress)
     print_report(report, as_json, render_verify)
@@ -258,11 +252,6 @@ def bench_command(
     """Samples/s reading DST and its loose source files: raw and decoded, cold (pages dropped,
     verified with mincore; with --drop-caches also fully cold) and warm, sequential and
     shuffled."""
-    from dlrig.bench import pack as bench_pack
-    from dlrig.errors import InputError
-    from dlrig.pack.render import render_bench
-    from dlrig.report import envelope
-
     for name, value in (
         ("--samples", samples),
         ("--decode-samples", decode_samples),

@@ -18,6 +18,23 @@ from dlrig.cli.common import (
     print_report,
 )
 from dlrig.errors import InputError
+from dlrig.fit.cache import user_cache
+from dlrig.machine import readers
+from dlrig.outputs import ensure_directory, write_text_atomic
+from dlrig.plan.assume import Inputs, parse_assume
+from dlrig.plan.check import check_file
+from dlrig.plan.evidence import load_bench
+from dlrig.plan.fitting import WorkloadFit
+from dlrig.plan.plot import pareto_png
+from dlrig.plan.rank import plan
+from dlrig.plan.render import render_plan
+from dlrig.plan.render_check import render_check
+from dlrig.plan.render_reports import render_cost, render_upgrade
+from dlrig.plan.request import request
+from dlrig.plan.savings import cost
+from dlrig.plan.upgrade import upgrade
+from dlrig.plan.usage import read
+from dlrig.plan.workloads import parse
 
 FOOTER = (
     "Exit codes: 0 at least one option meets every constraint; 1 none does; 2 bad usage or "
@@ -146,9 +163,6 @@ def workloads_command(
     out_dir: str | None,
     as_json: bool,
 ) -> None:
-    from dlrig.plan.rank import plan
-    from dlrig.plan.request import request
-
     options = {
         "budget": budget,
         "deadline": deadline,
@@ -166,8 +180,6 @@ def workloads_command(
     }
     parsed, constraints, inputs = request(workloads, options, assume)
     err = console(stderr=True)
-    from dlrig.fit.cache import user_cache
-
     with user_cache():  # a plan asked again (another budget) does not trace again
         if as_json or not err.is_terminal:
             result = plan(parsed, constraints, inputs)
@@ -178,9 +190,6 @@ def workloads_command(
     if out_dir:
         import json
 
-        from dlrig.outputs import ensure_directory, write_text_atomic
-        from dlrig.plan.plot import pareto_png
-
         folder = ensure_directory(out_dir, "--out")
         write_text_atomic(
             folder / "plan.json", json.dumps(result.to_dict(), indent=2, default=str) + "\n"
@@ -189,8 +198,6 @@ def workloads_command(
     if as_json:
         print_json(result.to_dict())
     else:
-        from dlrig.plan.render import render_plan
-
         out = console_wide()
         render_plan(result, out, top=top)
         for path in written:
@@ -220,12 +227,7 @@ def check_command(build_file: str, assume: tuple[str, ...], as_json: bool) -> No
     [{kind: nvme|sata-ssd|hdd, read_mb_s}], chassis: {form_factor, expansion_slots,
     pcie_switches}, system_power_watts, nvlink, precision, about (not checked).
     """
-    from dlrig.plan.assume import Inputs, parse_assume
-    from dlrig.plan.check import check_file
-
     report = check_file(build_file, Inputs(parse_assume(assume)))
-    from dlrig.plan.render_check import render_check
-
     print_report(report, as_json, render_check, wide=True)
     if report.failed:
         sys.exit(1)
@@ -268,9 +270,6 @@ def cost_command(
     """A server's real utilisation, energy and cost this month, and what the seeds' savings
     (night sleep over IPMI, GPU sharing, bursty jobs to spot) are worth on this history, per
     year. The history comes from `dlrig monitor record --db history.db`."""
-    from dlrig.plan.assume import Inputs, parse_assume
-    from dlrig.plan.savings import cost
-
     for flag, value in (("--capex", capex), ("--min-idle-minutes", min_idle_minutes)):
         if value is not None and value < 0:
             raise InputError(f"{flag} {value} is negative", fix=f"give {flag} >= 0")
@@ -279,8 +278,6 @@ def cost_command(
         {"electricity_usd_per_kwh": ("--price-per-kwh", price_per_kwh), "pue": ("--pue", pue)},
     )
     report = cost(history, inputs, month=month, capex_usd=capex, min_idle_minutes=min_idle_minutes)
-    from dlrig.plan.render_reports import render_cost
-
     print_report(report, as_json, render_cost, wide=True)
 
 
@@ -321,28 +318,16 @@ def upgrade_command(
     its own measurements, and what to change first, with the gain and the cost of each step:
     short term (settings, a re-seated card), mid term (an NVMe cache tier, bridges), long term
     (newer GPUs, a second server)."""
-    from dlrig.machine import readers
-    from dlrig.plan.assume import Inputs, parse_assume
-    from dlrig.plan.evidence import load_bench
-    from dlrig.plan.upgrade import upgrade
-
     inputs = Inputs(parse_assume(assume))
     snapshot = readers.load(machine)
     bench = load_bench(bench_dir) if bench_dir else None
     usage = None
     if history:
-        from dlrig.plan.usage import read
-
         usage = read(history)
     fitted = None
     if workload:
-        from dlrig.plan.fitting import WorkloadFit
-        from dlrig.plan.workloads import parse
-
         fitted = WorkloadFit(parse(workload))
     if dataset_gb is not None and dataset_gb <= 0:
         raise InputError(f"--dataset-gb {dataset_gb}", fix="give a positive size in GB")
     report = upgrade(snapshot, inputs, bench, usage, fitted, dataset_gb, name=machine)
-    from dlrig.plan.render_reports import render_upgrade
-
     print_report(report, as_json, render_upgrade, wide=True)

@@ -16,6 +16,7 @@ from dlrig.cli.common import (
     print_report,
 )
 from dlrig.errors import InputError
+from dlrig.profile import compare, live, render, report
 
 EXIT = (
     "Exit codes: 0 the profile was made; 2 bad usage, an unreadable trace, or a command that "
@@ -93,8 +94,6 @@ def steps_command(
       dlrig profile --steps 10 --out prof/ -- torchrun --nproc-per-node 8 train.py
       dlrig profile prof/trace-rank0.json.gz prof/trace-rank1.json.gz --json
     """
-    from dlrig.profile import live, render, report
-
     command = command_after_dashes(
         inputs, "traces", "dlrig profile TRACE...  or  dlrig profile -- CMD ARGS..."
     )
@@ -135,7 +134,5 @@ def compare_command(a: str, b: str, as_json: bool) -> None:
       dlrig profile compare before.json after.json
       dlrig profile compare prof-workers0/ prof-workers8/ --json
     """
-    from dlrig.profile import compare
-
     comparison = compare.compare(compare.load_document(a), compare.load_document(b), a, b)
     print_report(comparison, as_json, compare.render_text)

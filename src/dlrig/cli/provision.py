@@ -13,6 +13,16 @@ from dlrig.cli.provision_options import (
     lock_option,
     packages_option,
 )
+from dlrig.errors import InputError
+from dlrig.machine.slurm import smallest_node_cpus
+from dlrig.provision.docker import DockerOptions
+from dlrig.provision.env import EnvOptions
+from dlrig.provision.health import HealthOptions
+from dlrig.provision.host import HostOptions
+from dlrig.provision.k8s import MonitorK8sOptions
+from dlrig.provision.launch import LaunchOptions
+from dlrig.provision.nccl import NcclOptions
+from dlrig.provision.power import PowerOptions
 
 EXIT_CODES = (
     "Exit codes: 0 files generated; 2 bad usage, an unreadable --machine, or facts no stack fits "
@@ -41,8 +51,6 @@ def host_command(ctx: click.Context, /, no_container_toolkit: bool, **params: An
     """Install script for the driver (branch and kernel-module flavour from the tables),
     optional CUDA/cuDNN/NCCL, the Container Toolkit and nvidia-persistenced. The script takes
     --dry-run and --root DIR, skips every step whose result exists, and verifies at the end."""
-    from dlrig.provision.host import HostOptions
-
     generate_target(ctx, "host", HostOptions, params, container_toolkit=not no_container_toolkit)
 
 
@@ -71,8 +79,6 @@ def host_command(ctx: click.Context, /, no_container_toolkit: bool, **params: An
 def env_command(ctx: click.Context, /, **params: Any) -> None:
     """Python environment: torch + companions + index from the resolver (or TensorFlow/JAX with
     their CUDA wheels), other packages locked with hashes, and a conda environment.yml."""
-    from dlrig.provision.env import EnvOptions
-
     generate_target(ctx, "env", EnvOptions, params)
 
 
@@ -104,8 +110,6 @@ def env_command(ctx: click.Context, /, **params: Any) -> None:
 @click.pass_context
 def docker_command(ctx: click.Context, /, **params: Any) -> None:
     """Dockerfile on an nvidia/cuda tag that exists, docker-run.sh and compose.yaml."""
-    from dlrig.provision.docker import DockerOptions
-
     generate_target(ctx, "docker", DockerOptions, params)
 
 
@@ -131,9 +135,6 @@ def nccl_command(
 ) -> None:
     """/etc/nccl.conf from the machine's network: socket interface, IB HCAs; debugging
     variables NCCL's documentation says not to keep are refused."""
-    from dlrig.errors import InputError
-    from dlrig.provision.nccl import NcclOptions
-
     pairs = []
     for setting in settings:
         key, sep, value = setting.partition("=")
@@ -193,9 +194,6 @@ def launch_command(ctx: click.Context, /, **params: Any) -> None:
     and TrainJob manifests. Arguments after SCRIPT that are not dlrig options go to the script
     (`train.py --lr 3e-4`); put the script's options after `--` when dlrig has one of the same
     name."""
-    from dlrig.machine.slurm import smallest_node_cpus
-    from dlrig.provision.launch import LaunchOptions
-
     node_cpus = None
     if params.get("scheduler") == "slurm" and params.get("cpus_per_task") is None:
         # Generated where it is submitted, as a rule: ask the controller what its nodes have.
@@ -252,8 +250,6 @@ def launch_command(ctx: click.Context, /, **params: Any) -> None:
 def power_command(ctx: click.Context, /, **params: Any) -> None:
     """Persistence daemon and power-limit units, IPMI night sleep/wake timers, and Slurm
     power saving (SuspendProgram/ResumeProgram)."""
-    from dlrig.provision.power import PowerOptions
-
     generate_target(ctx, "power", PowerOptions, params)
 
 
@@ -272,8 +268,6 @@ def power_command(ctx: click.Context, /, **params: Any) -> None:
 @click.pass_context
 def monitor_k8s_command(ctx: click.Context, /, **params: Any) -> None:
     """DaemonSet, Service and ServiceMonitor running `dlrig monitor serve` on GPU nodes."""
-    from dlrig.provision.k8s import MonitorK8sOptions
-
     generate_target(ctx, "monitor-k8s", MonitorK8sOptions, params, probe_by_default=False)
 
 
@@ -308,6 +302,4 @@ def health_command(ctx: click.Context, /, **params: Any) -> None:
     Example:
       dlrig provision health --gpu h100 --gpus 8 --out health/
     """
-    from dlrig.provision.health import HealthOptions
-
     generate_target(ctx, "health", HealthOptions, params, probe_by_default=False)

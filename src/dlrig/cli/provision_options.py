@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
+from dlrig import provision
 from dlrig.cli.common import (
     console,
     integer_option,
@@ -18,6 +19,8 @@ from dlrig.cli.common import (
     out_option,
     print_json,
 )
+from dlrig.errors import InputError
+from dlrig.provision.report import render_text
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -105,8 +108,6 @@ lock_option = click.option(
 
 
 def gather_facts(ctx: click.Context, params: dict[str, Any], probe_by_default: bool) -> Any:
-    from dlrig import provision
-
     stated = provision.Stated(
         gpu=params["gpu"],
         gpu_count=params["gpu_count"],
@@ -133,8 +134,6 @@ def generate_target(
 ) -> None:
     """Generate `target` and write or print it: `options_type` from the subcommand's own
     params and `given` (see `options_from`), the facts from the fact options."""
-    from dlrig import provision
-
     # options_type is the subcommand's target's options class, one of TargetOptions
     options = cast("TargetOptions", options_from(options_type, params, **given))
     facts = gather_facts(ctx, params, probe_by_default)
@@ -142,12 +141,8 @@ def generate_target(
 
 
 def emit(bundle: Any, params: dict[str, Any]) -> None:
-    from dlrig.errors import InputError
-
     out_dir: Path | None = params["out_dir"]
     if out_dir is not None:
-        from dlrig import provision
-
         bundle = provision.write(bundle, out_dir, overwrite=params["overwrite"])
     elif len(bundle.files) != 1 and not params["as_json"]:
         names = ", ".join(f.path for f in bundle.files)
@@ -168,6 +163,4 @@ def emit(bundle: Any, params: dict[str, Any]) -> None:
         for warning in bundle.warnings:
             err.print(f"warning: {warning}", style="yellow")
         return
-    from dlrig.provision.report import render_text
-
     render_text(bundle, console())

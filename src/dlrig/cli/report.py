@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from dlrig.accept import report
 from dlrig.cli.common import console, json_option, print_json
 
 EXIT = (
@@ -39,8 +40,6 @@ def report_command(
     """Render FILES (the JSON of accept, doctor, bench, fit, monitor report, a doctor --save
     snapshot, or a monitor --db history) into one HTML page: the summary first, charts of
     measured against expected, the burn-in's time series and the machine's facts."""
-    from dlrig.accept import report
-
     page = report.build(list(files), compare, several_machines=several_machines)
     target = out or (None if as_json else "report.html")
     if target:

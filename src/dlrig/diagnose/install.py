@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlrig.knowledge import cuda
+from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.knowledge.resolver import Request, Resolution, resolve
 from dlrig.knowledge.versions import local_variant
 from dlrig.machine.model import Machine
@@ -24,8 +26,6 @@ def _capabilities(machine: Machine | None, capability: str | None = None) -> tup
     for gpu in machine.gpus or ():
         value = gpu.compute_capability
         if value is None:
-            from dlrig.knowledge import gpus as gpu_knowledge
-
             value = gpu_knowledge.compute_capability(gpu.name)[0]
         if value and value not in found:
             found.append(value)
@@ -126,8 +126,6 @@ def for_driver(
 def _floors_text(driver_cuda: str | None) -> str | None:
     """The driver floor of each CUDA major above the driver's: what a build of that major needs
     (minor-version compatibility), when the log does not say which build is installed."""
-    from dlrig.knowledge import cuda
-
     have = int(driver_cuda.split(".")[0]) if driver_cuda else 0
     floors = [
         f"CUDA {major}.x builds need ≥ {row.min_driver_linux}"

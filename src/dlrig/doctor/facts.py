@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from dlrig.knowledge import cuda as cuda_knowledge
 from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.knowledge.versions import Version, local_variant
 from dlrig.machine.model import Gpu, Machine, TorchInfo
@@ -90,8 +91,6 @@ def driver_on_windows(machine: Machine) -> bool:
 def driver_cuda(machine: Machine) -> tuple[str | None, bool]:
     """The newest CUDA the driver runs, and whether it was derived from the driver's version
     (NVIDIA's Table 3) rather than reported (nvidia-smi's "CUDA Version")."""
-    from dlrig.knowledge import cuda as cuda_knowledge
-
     d = machine.driver
     if d is None:
         return None, False

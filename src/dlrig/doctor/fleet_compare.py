@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dlrig import doctor
+from dlrig.report import envelope
+
 SCHEMA = "dlrig.doctor.fleet"
 SCHEMA_VERSION = 1
 
@@ -67,8 +70,6 @@ class FleetReport:
         return bool(self.odd_nodes) or bool(self.no_majority)
 
     def to_dict(self) -> dict[str, Any]:
-        from dlrig.report import envelope
-
         return envelope(
             SCHEMA,
             SCHEMA_VERSION,
@@ -203,8 +204,6 @@ def compare(nodes: Sequence[NodeResult]) -> FleetReport:
         differences.append(Difference(attribute, values, majority, odd))
     checks = []
     ids: dict[str, str] = {}
-    from dlrig import doctor
-
     for node in reporting:
         for check in (node.report or {}).get("checks", []):
             entry = doctor.get(check["id"])

@@ -10,17 +10,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from dlrig import doctor
 from dlrig.doctor.fleet_compare import FleetReport, NodeResult, NodeState, compare
 from dlrig.errors import InputError
+from dlrig.machine import readers
 
 _MARK = "@@dlrig-node "
 
 
 def from_paths(spec: str) -> FleetReport:
     """Saved `doctor --json` reports or snapshots: a folder of *.json, a file, or a comma list."""
-    from dlrig import doctor
-    from dlrig.machine import readers
-
     paths: list[Path] = []
     for part in [p for p in spec.split(",") if p]:
         path = Path(part)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlrig.doctor import facts
+from dlrig.doctor import facts, installs
 from dlrig.doctor.gpu_evidence import gpu_check
 from dlrig.doctor.registry import Check, DoctorOptions
 from dlrig.knowledge import cuda as cuda_knowledge
@@ -71,8 +71,6 @@ def _installed_arch_list(m: Machine) -> tuple[tuple[str, ...] | None, str]:
 
 def _suggest_build(m: Machine, o: DoctorOptions) -> str:
     """A build with kernels for every GPU that runs on this driver: the resolver's answer."""
-    from dlrig.doctor import installs
-
     return installs.gpu_build_fix(m, o.today)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dlrig.doctor import facts
 from dlrig.doctor.gpu_evidence import gpu_check, per_gpu
 from dlrig.doctor.registry import Check, DoctorOptions
+from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.machine.model import Gpu, Machine
 from dlrig.report import CheckResult
 
@@ -28,8 +29,6 @@ def mixed_models(c: Check, gpus: tuple[Gpu, ...], m: Machine, o: DoctorOptions) 
 
 
 def _has_nvlink(gpu: Gpu) -> bool:
-    from dlrig.knowledge import gpus as gpu_knowledge
-
     spec = gpu_knowledge.catalogue().resolve(gpu.name)
     return bool(spec and spec.form_factor in {"sxm", "oam", "mezzanine"} and spec.nvlink_gbs)
 

@@ -53,7 +53,7 @@ __all__ = [
 
 def trace(options: Options) -> TracedWorkload:
     """Trace the workload of `options` once (GPU-independent; cached in-process)."""
-    from dlrig.fit import pipeline
+    from dlrig.fit import pipeline  # lazy: numpy, so `import dlrig.fit` stays light
 
     return pipeline.trace(options)
 
@@ -64,7 +64,7 @@ def evaluate(
     """The estimate for one GPU setup (gpu=, gpus=, strategy=, ...) from a trace: numpy only.
 
     `machine`: the snapshot whose GPU `gpu=None` means (`dlrig doctor --save`)."""
-    from dlrig.fit import pipeline
+    from dlrig.fit import pipeline  # lazy: numpy, so `import dlrig.fit` stays light
 
     return pipeline.evaluate(traced, machine, **changes)
 
@@ -74,7 +74,7 @@ def run(
 ) -> FitResult:
     """Trace and evaluate in one call, with the largest-batch search and advice: what
     `dlrig fit --json` prints. `machine`: the snapshot whose GPU `gpu=None` means."""
-    from dlrig.fit import pipeline
+    from dlrig.fit import pipeline  # lazy: numpy, so `import dlrig.fit` stays light
 
     progress("fit: tracing the workload", 0.0)
     result = pipeline.estimate(options, machine)

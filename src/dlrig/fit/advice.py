@@ -15,6 +15,7 @@ from dlrig.fit import hardware
 from dlrig.fit.context import Context, memory_at, sharded_full, storage
 from dlrig.fit.options import WORKLOAD_FIELDS, check, replace_options
 from dlrig.fit.result import Advice
+from dlrig.fit.tracing import trace, traced_precision
 from dlrig.knowledge.gpus import catalogue
 
 if TYPE_CHECKING:
@@ -31,8 +32,6 @@ def _setup(
     """The trace and context `dlrig fit` with `changes` would use: None for options it would
     refuse (no remedy); "auto" resolved again for the changed setup (sharding over more GPUs
     makes fp32 masters); a new trace where the workload or that precision changes."""
-    from dlrig.fit.tracing import trace, traced_precision
-
     options = replace_options(ctx.options, **changes)
     try:
         check(options)

@@ -11,7 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
+from dlrig.fit import hardware, hfconfig
 from dlrig.fit.context import Context, sharded_full
+from dlrig.fit.inference import kv_cache_bytes, weight_bytes
+from dlrig.fit.presets import presets
 from dlrig.fit.result import FitResult
 from dlrig.fit.sharding import Plan, Sizes, held
 
@@ -150,9 +153,6 @@ def _sixteen_bit_lm(config: dict[str, Any]) -> bool:
 
 def estimate_from_config(options: Any, machine: Any) -> FitResult:
     """--analytic: config.json only, no torch."""
-    from dlrig.fit import hardware, hfconfig
-    from dlrig.fit.presets import presets
-
     if options.config is not None:
         data, file = hfconfig.read_config(options.config)
         name = (
@@ -190,8 +190,6 @@ def estimate_from_config(options: Any, machine: Any) -> FitResult:
     n = counts["params"]
     peft = options.lora or options.qlora
     if options.inference:
-        from dlrig.fit.inference import kv_cache_bytes, weight_bytes
-
         batch = options.batch_size or 1
         context = options.context or options.seq_len or 4096
         kv = kv_cache_bytes(

@@ -6,6 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from dlrig.fit import batching
+from dlrig.fit.advice import advise
 from dlrig.fit.assumptions import assumptions
 from dlrig.fit.context import memory_at, time_at
 from dlrig.fit.result import FitResult
@@ -88,8 +89,6 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
     fits = memory.needed_bytes <= ctx.memory_bytes
     advice: tuple[Any, ...] = ()
     if o.advise and (not fits or max_batch == 0):
-        from dlrig.fit.advice import advise
-
         advice = advise(traced, ctx, memory)
     nodes_gpus = min(o.gpus, o.gpus_per_node)
     return FitResult(

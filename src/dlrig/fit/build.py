@@ -182,7 +182,7 @@ def fuse_activations(model: Any) -> int:
 
 def build_model(workload: Any, options: Any, depth: int | None) -> Any:
     """The model as it trains: built on fake tensors at `depth` layers, PEFT applied, in train mode."""
-    from dlrig.fit import peft as peft_support
+    from dlrig.fit import peft as peft_support  # lazy: torch and peft (the torch extra)
 
     peft_rank = options.lora or options.qlora
     dtype = storage_dtype(options.precision, bool(peft_rank))

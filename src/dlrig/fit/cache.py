@@ -33,7 +33,7 @@ def folder(env: Mapping[str, str] | None = None) -> Path | None:
 @contextlib.contextmanager
 def user_cache(env: Mapping[str, str] | None = None) -> Iterator[Path | None]:
     """Within the block, traces are read from (and new ones stored in) the user's cache."""
-    from dlrig.fit import store
+    from dlrig.fit import store  # lazy: numpy; the CLI imports this module for --help
 
     path = folder(env)
     if path is not None:

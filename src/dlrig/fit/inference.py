@@ -15,9 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlrig.errors import InputError
+from dlrig.fit import hardware
+from dlrig.fit.build import skip_weight_init
 from dlrig.fit.context import Context, calibration, fitted
 from dlrig.fit.result import FitResult
+from dlrig.fit.tracing import make_workload
 from dlrig.knowledge import weight_formats
+from dlrig.units import human_bytes
 
 # bytes per weight: int8/int4 are weight-only (per-channel / group-128 fp16 scale and zero)
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0 + 2 / 4096, "int4": 0.5 + 4 / 128}
@@ -75,8 +79,6 @@ def _geometry(config: Any) -> dict[str, int]:
 
 def _count(workload: Any) -> int:
     from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from dlrig.fit.build import skip_weight_init
 
     with FakeTensorMode(allow_non_fake_inputs=True), skip_weight_init():
         model = workload.build(None)
@@ -234,9 +236,6 @@ class Serving:
 
 
 def serving(options: Any, machine: Any) -> Serving:
-    from dlrig.fit import hardware
-    from dlrig.fit.tracing import make_workload
-
     workload = make_workload(options)
     if workload.task != "causal_lm":
         raise InputError(
@@ -278,8 +277,6 @@ def serving(options: Any, machine: Any) -> Serving:
 
 
 def estimate(options: Any, machine: Any) -> FitResult:
-    from dlrig.units import human_bytes
-
     plan = serving(options, machine)
     served = plan.plan()
     geometry, target, weights, why = plan.geometry, plan.ctx, plan.weights, plan.why

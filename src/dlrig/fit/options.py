@@ -9,14 +9,18 @@ for many GPUs.
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass, fields
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from dlrig.errors import InputError
 from dlrig.knowledge.weight_formats import bits_per_weight
 
-PRECISIONS = ("auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16")
-OPTIMIZERS = (
+# Each vocabulary is a Literal (what mypy checks) and its tuple (what --help and the checks
+# of user input list), one made from the other.
+Precision = Literal["auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16"]
+PRECISIONS: tuple[Precision, ...] = typing.get_args(Precision)
+Optimizer = Literal[
     "sgd",
     "sgd-momentum",
     "adam",
@@ -27,20 +31,30 @@ OPTIMIZERS = (
     # memory and pages to the host when the GPU runs short (QLoRA's paged_adamw_*)
     "paged-adamw",
     "paged-adamw-8bit",
-)
+]
+OPTIMIZERS: tuple[Optimizer, ...] = typing.get_args(Optimizer)
 # bitsandbytes' AdamW family: one fp32 AdamW step is traced for each (its state is sized here)
-BNB_ADAMW = ("adamw-8bit", "paged-adamw", "paged-adamw-8bit")
-STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp", "fsdp-grad-op")
-CHECKPOINTING = ("none", "full", "selective")
-OFFLOAD = ("none", "optimizer", "params")
-WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4")
-ENGINES = ("graphs", "eager")
-ATTENTION = ("sdpa", "eager")
-ACTIVATIONS = ("model", "fused")
+BNB_ADAMW: tuple[Optimizer, ...] = ("adamw-8bit", "paged-adamw", "paged-adamw-8bit")
+Strategy = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp", "fsdp-grad-op"]
+STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
+Checkpointing = Literal["none", "full", "selective"]
+CHECKPOINTING: tuple[Checkpointing, ...] = typing.get_args(Checkpointing)
+Offload = Literal["none", "optimizer", "params"]
+OFFLOAD: tuple[Offload, ...] = typing.get_args(Offload)
+WeightFormat = Literal["bf16", "fp16", "fp8", "int8", "int4"]
+WEIGHT_FORMATS: tuple[WeightFormat, ...] = typing.get_args(WeightFormat)
+Engine = Literal["graphs", "eager"]
+ENGINES: tuple[Engine, ...] = typing.get_args(Engine)
+Attention = Literal["sdpa", "eager"]
+ATTENTION: tuple[Attention, ...] = typing.get_args(Attention)
+Activations = Literal["model", "fused"]
+ACTIVATIONS: tuple[Activations, ...] = typing.get_args(Activations)
 # torch.optim's step implementations: one multi-tensor kernel per op over every parameter (the
 # CUDA default; its temporaries are parameter-sized), a Python loop per parameter (foreach=False,
 # transformers' own AdamW before 4.29), or fused=True (one kernel, no temporaries)
-OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
+OptimizerImpl = Literal["foreach", "for-loop", "fused"]
+OPTIMIZER_IMPLS: tuple[OptimizerImpl, ...] = typing.get_args(OptimizerImpl)
+Interconnect = Literal["nvlink", "pcie"]
 
 # Fields that change the trace; everything else is evaluation.
 WORKLOAD_FIELDS = (
@@ -75,13 +89,13 @@ class SetupChanges(TypedDict, total=False):
     Options fields that are not WORKLOAD_FIELDS, plus precision and optimizer (among those a
     trace serves). A test keeps this list equal to those fields."""
 
-    precision: str
-    optimizer: str
+    precision: Precision
+    optimizer: Optimizer
     grad_accum: int
     gpus: int
-    strategy: str
+    strategy: Strategy
     gpu: str | None
-    interconnect: str | None
+    interconnect: Interconnect | None
     gpus_per_node: int
     network_gbps: float | None
     dataset_size: int | None
@@ -89,9 +103,9 @@ class SetupChanges(TypedDict, total=False):
     tokens: float | None
     global_batch: int | None
     search_max_batch: bool
-    offload: str
+    offload: Offload
     prefetch: int
-    engine: str | None
+    engine: Engine | None
     analytic: bool
     advise: bool
     channels_last: bool
@@ -129,14 +143,14 @@ class Options:
     batch_size: int | None = None
     seq_len: int | None = None
     image_size: int | None = None
-    precision: str = "auto"
-    optimizer: str = "adamw"
-    grad_checkpointing: str = "none"
+    precision: Precision = "auto"
+    optimizer: Optimizer = "adamw"
+    grad_checkpointing: Checkpointing = "none"
     grad_accum: int = 1
     gpus: int = 1
-    strategy: str = "ddp"
+    strategy: Strategy = "ddp"
     gpu: str | None = None
-    interconnect: str | None = None
+    interconnect: Interconnect | None = None
     gpus_per_node: int = 8
     network_gbps: float | None = None
     dataset_size: int | None = None
@@ -154,12 +168,12 @@ class Options:
     lora_dropout: float = 0.0
     lora_targets: str | None = None  # comma list or "all-linear"; default: peft's for the model
     modules_to_save: str | None = None  # peft modules_to_save: comma list trained in full
-    offload: str = "none"
+    offload: Offload = "none"
     prefetch: int = 1  # FSDP/ZeRO-3 units gathered ahead of the one computing
     inference: bool = False
-    weights: str | None = None  # inference weight format
+    weights: WeightFormat | None = None  # inference weight format
     context: int | None = None  # inference: tokens per sequence (prompt + generated)
-    engine: str | None = None  # inference: "graphs" (vLLM, TensorRT-LLM, llama.cpp) | "eager"
+    engine: Engine | None = None  # inference: "graphs" (vLLM, TensorRT-LLM, llama.cpp) or "eager"
     analytic: bool = False
     advise: bool = True
     # QLoRA as peft's prepare_model_for_kbit_training leaves the model: the frozen weights that
@@ -169,12 +183,12 @@ class Options:
     # False: one fp32 absmax per 64 weights (LitGPT's bnb.nf4)
     double_quant: bool = True
     channels_last: bool = False  # convolution nets in NHWC (torch.channels_last) layout
-    attention: str = "sdpa"  # "sdpa" (fused kernels, transformers' default) | "eager"
+    attention: Attention = "sdpa"  # "sdpa": fused kernels, transformers' default
     # "model": activations as the model file writes them (transformers' gelu_new is a chain of
     # elementwise ops, each keeping its input for backward); "fused": one kernel each, keeping
     # only its input (LitGPT's and torchtune's models, Liger, transformers' hub kernels)
-    activations: str = "model"
-    optimizer_impl: str = "foreach"  # torch.optim step: "foreach" | "for-loop" | "fused"
+    activations: Activations = "model"
+    optimizer_impl: OptimizerImpl = "foreach"  # torch.optim's step implementation
     # gradients stay allocated between steps: optimizer.zero_grad(set_to_none=False), the
     # default before PyTorch 2.0 (and of HF Trainer then); off: set to None, today's default
     keep_grads: bool = False

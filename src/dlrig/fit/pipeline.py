@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlrig.errors import InputError
-from dlrig.fit import analytic, assemble, hardware, inference
+from dlrig.fit import analytic, assemble, hardware, inference, tracing
 from dlrig.fit.context import convolutional, resolve, sharded_full, storage
 from dlrig.fit.options import WORKLOAD_FIELDS, Options, check, replace_options
 from dlrig.fit.result import FitResult
@@ -52,8 +52,6 @@ def _cluster_only(changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def trace(options: Options) -> TracedWorkload:
-    from dlrig.fit import tracing
-
     return tracing.trace(options)
 
 

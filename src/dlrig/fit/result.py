@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from dlrig.plain import from_plain
 from dlrig.report import envelope
 
 SCHEMA = "dlrig.fit"
@@ -39,7 +40,7 @@ class Advice:
 @dataclass(frozen=True, kw_only=True)
 class FitResult:
     model: str
-    method: str  # "trace" | "analytic" | "inference"
+    method: Literal["trace", "analytic", "inference"]
     gpu: str
     gpu_memory_bytes: int
     params: int
@@ -71,6 +72,13 @@ class FitResult:
     pageable_bytes: int = 0  # paged optimizer state: in the peak, free to page to the host
     advice: tuple[Advice, ...] = ()
     inference: dict[str, Any] | None = None
+
+    @property
+    def precision(self) -> str | None:
+        """The precision the estimate used ("auto" resolved: `setup.precision` of the
+        document); None for an inference estimate, whose weights have a format instead."""
+        value = self.setup.get("precision")
+        return value if isinstance(value, str) else None
 
     def to_dict(self) -> dict[str, Any]:
         return envelope(
@@ -114,3 +122,29 @@ class FitResult:
                 "notes": list(self.notes),
             },
         )
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> FitResult:
+        """A saved `dlrig fit --json` document (keys a newer dlrig adds are dropped);
+        ValueError names the first field that does not fit."""
+        body = {k: v for k, v in document.items() if k not in ("schema", "schema_version")}
+        memory = body.pop("memory", None)
+        if not isinstance(memory, dict):
+            raise ValueError("fit.memory: expected an object")
+        for field_name, key in _MEMORY_KEYS:
+            if key in memory:
+                body[field_name] = memory[key]
+        result: FitResult = from_plain(cls, body, "fit", strict=False)
+        return result
+
+
+# FitResult's fields that the document nests under "memory", and their keys there.
+_MEMORY_KEYS = (
+    ("memory_peak_bytes", "peak_bytes"),
+    ("memory_reserved_bytes", "reserved_bytes"),
+    ("memory_breakdown", "breakdown"),
+    ("peak_phase", "peak_phase"),
+    ("activation_peak_bytes", "activation_peak_bytes"),
+    ("host_memory_bytes_per_node", "host_bytes_per_node"),
+    ("pageable_bytes", "pageable_bytes"),
+)

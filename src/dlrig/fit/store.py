@@ -26,6 +26,7 @@ import numpy as np
 
 from dlrig.fit.options import WORKLOAD_FIELDS
 from dlrig.fit.tracedata import OpTable, Trace, affine
+from dlrig.outputs import write_bytes_atomic
 
 if TYPE_CHECKING:
     from dlrig.fit.options import Options
@@ -182,8 +183,6 @@ def save(options: Options, workload: Workload, basis: Basis) -> None:
     save_arrays: Any = np.savez_compressed  # its stub would let **arrays fill allow_pickle
     save_arrays(buffer, meta=np.array(json.dumps(meta)), **arrays)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from dlrig.outputs import write_bytes_atomic
-
     write_bytes_atomic(path, buffer.getvalue())
 
 

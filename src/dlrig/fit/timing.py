@@ -22,6 +22,7 @@ from dlrig.fit.tracedata import DTYPE_CODES, KIND_CODES
 from dlrig.knowledge.gpus import GpuSpec
 
 if TYPE_CHECKING:
+    from dlrig.fit.options import Interconnect
     from dlrig.fit.tracedata import OpTable, Trace
 
 # Per-direction bandwidth of a x16 PCIe link, GB/s, by generation.
@@ -35,7 +36,7 @@ class TimeSetup:
     gpus: int
     gpus_per_node: int
     grad_accum: int
-    interconnect: str  # nvlink | pcie
+    interconnect: Interconnect
     network_gbps: float
     calibration: dict[str, float]
     mamf_ratio: float

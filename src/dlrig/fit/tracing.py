@@ -16,14 +16,17 @@ import logging
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from dlrig.errors import InputError
 from dlrig.fit import hfconfig, presets, store
+from dlrig.fit.build import build_model, make_optimizer
 from dlrig.fit.memory import extrapolate
-from dlrig.fit.options import BNB_ADAMW, Options, replace_options
+from dlrig.fit.options import BNB_ADAMW, Options, check, replace_options
 from dlrig.fit.sharding import Sizes
+from dlrig.fit.step import sizes, trace_step
 from dlrig.fit.store import Basis, basis_key
+from dlrig.fit.tracedata import same_structure
 from dlrig.fit.workload import Workload
 
 if TYPE_CHECKING:
@@ -42,7 +45,7 @@ class TracedWorkload:
     options: Options
     workload: Workload
     batch: int
-    method: str  # "trace" | "analytic"
+    method: Literal["trace", "analytic"]
     sizes: Sizes
     depths: tuple[int, ...] = ()  # traced depths ((): the full model)
     samples: dict[int, list[tuple[int, Trace]]] = field(default_factory=dict)
@@ -88,9 +91,6 @@ def sixteen_bit_checkpoint(workload: Workload) -> bool:
 def run_trace(workload: Workload, options: Options, batch: int, depth: int | None) -> Trace:
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from dlrig.fit.build import build_model, make_optimizer
-    from dlrig.fit.step import trace_step
 
     # Fake-tensor tracing logs every failed meta kernel and models warn about training flags;
     # the estimate reports failures itself.
@@ -176,9 +176,6 @@ def _analytic(workload: Workload, options: Options, batch: int, exc: Exception) 
     """When the step cannot be traced: sizes from the built model, no timeline."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from dlrig.fit.build import build_model
-    from dlrig.fit.step import sizes
-
     with FakeTensorMode(allow_non_fake_inputs=True):
         measured = sizes(build_model(workload, options, None))
     reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
@@ -209,8 +206,6 @@ def basis_options(options: Options, workload: Workload) -> Options:
 
 
 def _basis(workload: Workload, options: Options, batch: int, depths: tuple[int, ...]) -> Basis:
-    from dlrig.fit.tracedata import same_structure
-
     options = basis_options(options, workload)
     key = basis_key(options)
     known = _BASES.get(key) or store.load(options, workload)
@@ -269,8 +264,6 @@ def make_workload(options: Any) -> Workload:
 
 def trace(options: Options) -> TracedWorkload:
     """Trace `options`' workload once (cached by its workload fields)."""
-    from dlrig.fit.options import check
-
     check(options)
     key = options.workload_key()
     cached = _CACHE.get(key)

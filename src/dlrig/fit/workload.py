@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from dlrig.errors import InputError, MissingExtraError
 
@@ -35,7 +35,7 @@ class Workload:
     build: Callable[[int | None], Any]  # depth (None = full) -> nn.Module
     make_inputs: Callable[[int], dict[str, Any]]  # batch size -> model kwargs (fake tensors)
     loss_of: Callable[[Any], Any]
-    samples_unit: str  # "images" | "sequences" | "samples"
+    samples_unit: Literal["images", "sequences", "samples"]
     tokens_per_sample: int | None
     seq_len: int | None
     image_size: int | None

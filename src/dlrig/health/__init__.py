@@ -23,6 +23,7 @@ from typing import Any, Literal
 from dlrig.health import checks, state
 from dlrig.health.checks import Fault
 from dlrig.machine.model import Machine
+from dlrig.machine.probe import collect_health
 from dlrig.report import Progress, envelope, no_progress
 
 __all__ = ["Fault", "HealthOptions", "HealthReport", "run"]
@@ -162,7 +163,6 @@ def run(
     if machine is None:
         progress("health: reading the node", 0.0)
         if collect is None:
-            from dlrig.machine.probe import collect_health
 
             def collect(deadline_s: float) -> Machine:
                 return collect_health(deadline_s=deadline_s)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dlrig.knowledge import gpus as gpu_knowledge  # the catalogue: loaded once, on demand
 from dlrig.knowledge import xid as xid_knowledge
 from dlrig.machine.model import Gpu, Machine, XidEvent
 from dlrig.report import Finding, Status, gpu_subject
@@ -248,8 +249,6 @@ def leaked_memory_faults(machine: Machine) -> list[Fault]:
 
 
 def _has_nvlink(gpu: Gpu) -> bool:
-    from dlrig.knowledge import gpus as gpu_knowledge  # the catalogue: loaded once, on demand
-
     spec = gpu_knowledge.catalogue().resolve(gpu.name)
     return bool(spec and spec.form_factor in {"sxm", "oam", "mezzanine"} and spec.nvlink_gbs)
 

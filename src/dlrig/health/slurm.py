@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
+from typing import Literal
 
 from dlrig.errors import DlrigError, InputError
 from dlrig.health import DRAIN_PREFIX, HealthReport
@@ -37,7 +38,7 @@ class NodeState:
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # drain | resume | keep
+    kind: Literal["drain", "resume", "keep"]
     why: str
     reason: str | None = None  # for a drain
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from dlrig.knowledge.provision import driver_policies
 from dlrig.knowledge.tables import rows
 from dlrig.knowledge.versions import Version
 
@@ -32,8 +33,6 @@ class Architecture:
 
 @functools.cache
 def architectures() -> tuple[Architecture, ...]:
-    from dlrig.knowledge.provision import driver_policies
-
     policies = driver_policies()
     result = []
     for row in rows("gpu_architectures"):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from dlrig.knowledge import architectures as arch_knowledge
 from dlrig.knowledge import cuda as cuda_knowledge
@@ -29,7 +29,9 @@ from dlrig.knowledge.driver_packages import (
     dnf_command,
     kernel_modules_for,
 )
+from dlrig.knowledge.provision import match_os_release, os_releases
 from dlrig.knowledge.versions import Version
+from dlrig.knowledge.wheel_fit import capabilities_of
 
 if TYPE_CHECKING:
     from dlrig.knowledge.resolver import Request
@@ -63,7 +65,7 @@ class DriverUpgrade:
     # in every fix), or `min_version` when that is higher. None: the table has none (Windows 13.x).
     install_version: str | None = None
     branch_note: str | None = None  # "supported until 2028-06", "the last branch for Kepler GPUs"
-    kernel_modules: str | None = None  # open | proprietary (Linux)
+    kernel_modules: Literal["open", "proprietary"] | None = None  # (Linux)
 
     def text(self) -> str:
         if not self.branch:
@@ -177,8 +179,6 @@ def branch_major(minimum: Version, windows: bool) -> int:
 
 
 def _capabilities(request: Request) -> tuple[str, ...]:
-    from dlrig.knowledge.wheel_fit import capabilities_of
-
     return capabilities_of(request)[0]
 
 
@@ -278,7 +278,7 @@ class DriverPackage:
     """The packages that install one driver branch with the right kernel modules."""
 
     branch: int  # 580
-    kernel_modules: str  # open | proprietary
+    kernel_modules: Literal["open", "proprietary"]
     modules_reason: str
     os_release: str | None  # provision's id ("ubuntu-24.04") when the OS is one it knows
     nvidia_repo: str | None  # "sudo apt install nvidia-driver-pinning-580 nvidia-open"
@@ -322,8 +322,6 @@ def driver_package(
     repository packages are those `dlrig provision host` installs for that OS release
     (`provision_nvidia_packages.csv`); on Ubuntu, or an unknown OS, Ubuntu's own package too.
     """
-    from dlrig.knowledge.provision import match_os_release, os_releases
-
     modules, why = kernel_modules_for(capabilities, branch)
     release = match_os_release(os_name) if os_name else None
     lowered = (os_name or "").lower()

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Literal
 
 from dlrig.knowledge import architectures as arch_knowledge
+from dlrig.knowledge.provision import repo_package, repo_packages
 from dlrig.knowledge.tables import rows
 
 RPM_FAMILY = re.compile(r"\b(rhel|red hat|rocky|alma|centos|fedora|oracle linux|amazon linux)\b")
@@ -15,7 +17,9 @@ _OPEN_FROM_BRANCH = 515  # NVIDIA published the open kernel modules with R515 (M
 _OPEN_DEFAULT_FROM_BRANCH = 560  # "Starting in the 560 driver release series ... the default"
 
 
-def kernel_modules_for(capabilities: tuple[str, ...], branch: int) -> tuple[str, str]:
+def kernel_modules_for(
+    capabilities: tuple[str, ...], branch: int
+) -> tuple[Literal["open", "proprietary"], str]:
     """(open | proprietary, why) for these GPUs on this branch, from provision's policy."""
     found = arch_knowledge.of_capabilities(capabilities)
     if branch < _OPEN_FROM_BRANCH:
@@ -55,8 +59,6 @@ def distro_package(
 
 
 def dnf_command(branch: int, modules: str, os_id: str = "rocky-9") -> str | None:
-    from dlrig.knowledge.provision import repo_package, repo_packages
-
     suffix = "-open" if modules == "open" else "-dkms"
     stream = next(
         (
@@ -76,8 +78,6 @@ def dnf_command(branch: int, modules: str, os_id: str = "rocky-9") -> str | None
 
 
 def apt_command(branch: int, modules: str, os_id: str) -> str | None:
-    from dlrig.knowledge.provision import repo_package
-
     pin = repo_package(os_id, "driver_pin", branch=str(branch))
     meta = repo_package(os_id, "driver_open" if modules == "open" else "driver_proprietary")
     if pin is None or meta is None:

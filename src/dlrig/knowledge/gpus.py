@@ -12,6 +12,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from dlrig.errors import InputError
 from dlrig.knowledge.tables import KnowledgeError, record, rows
 
 _NOISE_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct", "habana", "intel"})
@@ -257,8 +258,6 @@ def lookup(name: str, option: str = "--gpu") -> GpuMatch:
     A partial name that fits one SKU only ("rtx 4080" -> rtx-4080-super) is not taken for it:
     it is offered as a suggestion, because the missing word may name another card.
     """
-    from dlrig.errors import InputError
-
     text = name.strip()
     cat = catalogue()
     by_id = cat.get(text) or cat.get(text.lower())

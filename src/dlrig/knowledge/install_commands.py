@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from dlrig.knowledge import pytorch as torch_knowledge
 from dlrig.knowledge.driver_choice import (  # re-exported: first published here
@@ -24,6 +24,7 @@ from dlrig.knowledge.versions import Version, minor_of, release
 
 if TYPE_CHECKING:
     from dlrig.knowledge.resolver import Request
+    from dlrig.knowledge.wheel_fit import DriverMode
 
 __all__ = [
     "DriverUpgrade",
@@ -63,7 +64,7 @@ def normalise_platform(platform: str | None) -> str:
 class InstallStyle:
     torch_from: Version
     torch_to: Version | None
-    pip_option: str  # -f | --extra-index-url | --index-url
+    pip_option: Literal["-f", "--extra-index-url", "--index-url"]
     url: str  # with {variant}
     source: str
 
@@ -95,13 +96,13 @@ class Install:
     cuda_variant: str  # "cu124" | "cpu"
     cuda_version: str | None  # "12.4"; None for CPU wheels
     index_url: str | None  # https://download.pytorch.org/whl/cu124; None = PyPI (macOS)
-    pip_option: str | None  # --index-url | --extra-index-url | -f; None = PyPI
+    pip_option: Literal["--index-url", "--extra-index-url", "-f"] | None  # None: PyPI
     torchvision_version: str | None  # the minor that pairs: "0.20"
     torchaudio_version: str | None  # "2.5"; None when no torchaudio fits
     min_driver: str | None  # Table-3 minimum for full support (and the GPUs' own floor)
     min_driver_compat: str | None  # lower floor through minor-version compatibility
-    driver_mode: str  # full | minor_compat | too_old | unknown (against the driver asked about)
-    status: str  # stable | experimental (RELEASE.md's words)
+    driver_mode: DriverMode  # against the driver asked about
+    status: str  # stable | experimental (RELEASE.md's words, from the releases table)
     platform: str
     notes: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
@@ -180,7 +181,7 @@ def install_for(
     platform: str,
     full_min: Version | None,
     compat_min: Version | None,
-    mode: str,
+    mode: DriverMode,
     sources: tuple[str, ...],
 ) -> Install:
     notes: list[str] = []

@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from dlrig.knowledge import cuda as cuda_knowledge
+from dlrig.knowledge import gpus
 from dlrig.knowledge import pytorch as torch_knowledge
 from dlrig.knowledge.versions import Version, minor_of
 
 if TYPE_CHECKING:
     from dlrig.knowledge.resolver import Request
+
+
+# How a wheel's CUDA runs on the driver: its full minimum met, CUDA minor-version
+# compatibility only, too old, or no driver known.
+DriverMode = Literal["full", "minor_compat", "too_old", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,7 @@ class Candidate:
     gpu_notes: tuple[str, ...]
     full_min: Version | None  # driver for full support (Table 3, and the GPU's own floor)
     compat_min: Version | None  # driver for minor-version compatibility, when it applies
-    mode: str  # full | minor_compat | too_old | unknown (the driver given, or none given)
+    mode: DriverMode  # against the driver given, or none given
     ptx_only: bool = False
     sources: tuple[str, ...] = field(default_factory=tuple)
 
@@ -40,8 +46,6 @@ def capabilities_of(request: Request) -> tuple[tuple[str, ...], list[str]]:
     problems = []
     found = [c.strip() for c in request.compute_capabilities if c and c.strip()]
     if request.gpu_ids:
-        from dlrig.knowledge import gpus
-
         for gpu_id in request.gpu_ids:
             spec = gpus.catalogue().resolve(gpu_id)
             if spec is None or not spec.compute_capability:
@@ -179,7 +183,7 @@ def _has_cubin(entry: torch_knowledge.ArchList, capability: str) -> bool:
 
 def mode_for(
     request: Request, build: Version | None, full_min: Version | None, compat_min: Version | None
-) -> str:
+) -> DriverMode:
     driver = Version.parse(request.driver_version) if request.driver_version else None
     if driver is not None:
         if full_min is None:

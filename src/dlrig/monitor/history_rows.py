@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,7 @@ class GpuRow:
 
     ts: float  # Unix time of the sample
     gpu: int  # NVML's index
-    status: str  # ok | lost | hung | error
+    status: Literal["ok", "lost", "hung", "error"]
     utilization: float | None
     sm_activity: float | None
     memory_used_bytes: int | None

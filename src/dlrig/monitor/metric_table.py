@@ -16,10 +16,13 @@ import io
 import re
 from dataclasses import dataclass
 from importlib import resources
+from typing import Literal
+
+from dlrig.plain import word
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_KINDS = ("gauge", "counter")
-SUBJECTS = ("gpu", "mig", "host")
+_KINDS: tuple[Literal["gauge", "counter"], ...] = ("gauge", "counter")
+SUBJECTS: tuple[Literal["gpu", "mig", "host"], ...] = ("gpu", "mig", "host")
 # Readings that are not a field of the reading's object but computed from it (exposition.py).
 DERIVED = ("memory_free_bytes", "performance_state_number", "clocks_event_mask")
 
@@ -29,7 +32,7 @@ class Series:
     """One metric as one naming writes it: value = reading × scale."""
 
     name: str
-    kind: str  # gauge | counter
+    kind: Literal["gauge", "counter"]
     scale: float
     labels: tuple[tuple[str, str], ...]
     help: str
@@ -37,7 +40,7 @@ class Series:
 
 @dataclass(frozen=True)
 class Metric:
-    subject: str  # gpu | mig | host: what `reading` is read from
+    subject: Literal["gpu", "mig", "host"]  # what `reading` is read from
     reading: str  # a field of the subject ("pcie.width_current"), or one of DERIVED
     dlrig: Series | None
     dcgm: Series | None
@@ -84,7 +87,7 @@ def _series(row: dict[str, str], naming: str, help_key: str, where: str) -> Seri
         raise ValueError(f"{where}: {name} has no help text")
     return Series(
         name=name,
-        kind=kind,
+        kind=word(_KINDS, kind, where),
         scale=_scale(row[f"{naming}_scale"].strip(), where),
         labels=_labels(row.get(f"{naming}_labels", "") or "", where),
         help=help_text,
@@ -102,7 +105,7 @@ def parse(text: str) -> tuple[Metric, ...]:
         if not row["source"].strip() or not row["as_of"].strip():
             raise ValueError(f"{where}: every row needs source and as_of")
         metric = Metric(
-            subject=row["of"],
+            subject=word(SUBJECTS, row["of"], where),
             reading=row["reading"].strip(),
             dlrig=_series(row, "dlrig", "help", where),
             dcgm=_series(row, "dcgm", "dcgm_help", where),

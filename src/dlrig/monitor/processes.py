@@ -9,16 +9,18 @@ video-engine use; the host adds user, CPU %, resident memory, run time and the c
 from __future__ import annotations
 
 import time
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from dlrig.machine.host_processes import HostProcess
 from dlrig.machine.model import GpuProcess
 from dlrig.monitor.columns import Column, lay_out, lines
 from dlrig.monitor.sample import Sample
 
-SORT_KEYS = ("gpu", "gpu-memory", "sm", "cpu", "rss", "time", "pid")
+SortKey = Literal["gpu", "gpu-memory", "sm", "cpu", "rss", "time", "pid"]
+SORT_KEYS: tuple[SortKey, ...] = typing.get_args(SortKey)
 
 
 class Row(NamedTuple):
@@ -32,7 +34,7 @@ class Row(NamedTuple):
 
 @dataclass(frozen=True)
 class ProcessOptions:
-    sort: str = "gpu"  # one of SORT_KEYS
+    sort: SortKey = "gpu"
     filter: str | None = None  # kept where user, command, name or container contains it
     tree: bool = False  # a process under its parent, where both are on a GPU
 

@@ -114,8 +114,8 @@ def render_report(report: HistoryReport, out: Any) -> None:
         out.print(line)
     for event in report.xid_events:
         out.print(
-            f"[red]Xid {event['xid']}[/red] on GPU {event['gpu']} ({event['pci_bus_id']}) "
-            f"at {_when(event['ts_unix'])}, {event['count']}x"
+            f"[red]Xid {event.xid}[/red] on GPU {event.gpu} ({event.pci_bus_id}) "
+            f"at {_when(event.ts_unix)}, {event.count}x"
         )
     if report.host_cpu_mean_percent is not None:
         out.print(f"host CPU mean {report.host_cpu_mean_percent:.0f}%")

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dlrig.errors import InputError
 from dlrig.extras import pyplot, require
@@ -21,10 +21,13 @@ from dlrig.machine.nvml import CLOCK_EVENT_BITS
 from dlrig.monitor import history_rows
 from dlrig.monitor.history import open_history
 from dlrig.monitor.history_rows import GpuRow
+from dlrig.outputs import ensure_directory, write_bytes_atomic
+from dlrig.plain import from_plain
 from dlrig.report import envelope
 
 SCHEMA_NAME = "dlrig.monitor.report"
 SCHEMA_VERSION = 1
+EnergyMethod = Literal["counter", "integrated power", "counter and integrated power"]
 
 # Reasons that cost performance; gpu_idle and the clock settings are not slowdowns.
 SLOWDOWN_REASONS = (
@@ -48,6 +51,17 @@ class IdlePeriod:
 
 
 @dataclass(frozen=True)
+class XidRecord:
+    """One Xid event the recorder saw (NVML's event set), `count` times at `ts_unix`."""
+
+    ts_unix: float
+    gpu: int | None
+    pci_bus_id: str | None
+    xid: int
+    count: int
+
+
+@dataclass(frozen=True)
 class GpuReport:
     gpu: int
     name: str | None
@@ -67,7 +81,7 @@ class GpuReport:
     temperature_max_c: float | None
     power_mean_watts: float | None
     energy_kwh: float | None
-    energy_method: str | None  # counter | integrated power
+    energy_method: EnergyMethod | None
 
 
 @dataclass(frozen=True)
@@ -81,7 +95,7 @@ class HistoryReport:
     price_per_kwh: float | None
     currency: str
     cost: float | None
-    xid_events: tuple[dict[str, Any], ...]
+    xid_events: tuple[XidRecord, ...]
     host_cpu_mean_percent: float | None
     plots: tuple[str, ...] = field(default_factory=tuple)
 
@@ -94,6 +108,14 @@ class HistoryReport:
                 for p in report.idle_periods
             ]
         return envelope(SCHEMA_NAME, SCHEMA_VERSION, body)
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> HistoryReport:
+        """A saved `monitor report --json` document (keys a newer dlrig adds are dropped);
+        ValueError names the first field that does not fit."""
+        body = {k: v for k, v in document.items() if k not in ("schema", "schema_version")}
+        report: HistoryReport = from_plain(cls, body, "monitor report", strict=False)
+        return report
 
 
 def _since(since_unix: float | None, joiner: str) -> tuple[str, tuple[Any, ...]]:
@@ -159,10 +181,7 @@ def build(
         price_per_kwh=price_per_kwh,
         currency=currency,
         cost=None if energy is None or price_per_kwh is None else energy * price_per_kwh,
-        xid_events=tuple(
-            {"ts_unix": x[0], "gpu": x[1], "pci_bus_id": x[2], "xid": x[3], "count": x[4]}
-            for x in xids
-        ),
+        xid_events=tuple(XidRecord(*x) for x in xids),
         host_cpu_mean_percent=host,
     )
 
@@ -273,7 +292,7 @@ def energy(
     samples: Sequence[tuple[float, float | None, float | None]],
     weights: Sequence[float],
     cap: float,
-) -> tuple[float | None, str | None]:
+) -> tuple[float | None, EnergyMethod | None]:
     """kWh, and how they were found, from one GPU's (time, power W, energy counter J) samples.
 
     Between consecutive samples that both have the counter, its increase; else power × the
@@ -300,7 +319,7 @@ def energy(
             used_power = used_power or following is not None or not used_counter
     if not used_counter and not used_power:
         return None, None
-    method = "counter" if used_counter and not used_power else "integrated power"
+    method: EnergyMethod = "counter" if used_counter and not used_power else "integrated power"
     if used_counter and used_power:
         method = "counter and integrated power"
     return joules / 3.6e6, method
@@ -313,8 +332,6 @@ def write_plots(
     plt = pyplot("monitor", "history plots")
     mdates = require("matplotlib.dates", "monitor", "history plots", package="matplotlib")
     from datetime import UTC, datetime
-
-    from dlrig.outputs import ensure_directory, write_bytes_atomic
 
     out = ensure_directory(out_dir)
     conn = open_history(path)

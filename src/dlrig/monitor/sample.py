@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from dlrig.machine.host_metrics import HostSample
 from dlrig.machine.host_processes import HostProcess
@@ -16,7 +16,7 @@ SCHEMA_VERSION = 1
 @dataclass(frozen=True)
 class GpuReading:
     index: int
-    status: str  # ok | lost | hung | error
+    status: Literal["ok", "lost", "hung", "error"]
     gpu: Gpu | None = None  # the reading; for lost/hung/error the last good one, if any
     error: str | None = None
 
@@ -34,7 +34,7 @@ class XidCount:
     gpu_index: int | None  # None when the bus id matches no GPU of the source
     count: int
     last_seen_unix: float
-    severity: str  # info | warn | critical | unknown (from the Xid table)
+    severity: str  # info | warn | critical (the Xid table's words) | unknown
     name: str | None
 
 

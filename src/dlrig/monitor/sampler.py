@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
+from typing import Literal
 
 from dlrig.errors import InputError
 from dlrig.knowledge import xid as xid_table
@@ -330,7 +331,7 @@ class Sampler:
             gpu = future.result()
             self._last_good[index] = gpu
             return GpuReading(index, "ok", gpu)
-        status = "lost" if isinstance(error, GpuLost) else "error"
+        status: Literal["lost", "error"] = "lost" if isinstance(error, GpuLost) else "error"
         return GpuReading(index, status, self._last_good.get(index), str(error) or repr(error))
 
     def _count_xid(self, events: list[XidEvent], gpus: tuple[GpuReading, ...], now: float) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dlrig.errors import MissingExtraError
 from dlrig.pack.format import FORMATS
 from dlrig.pack.reader import PackIndex, PackReader
 from dlrig.pack.verify import VerifyReport, verify
@@ -70,12 +71,10 @@ _TORCH_NAMES = ("Dataset", "IterableDataset", "StatefulLoader")
 def __getattr__(name: str) -> Any:
     if name in _TORCH_NAMES:
         try:
-            from dlrig.pack import datasets
+            from dlrig.pack import datasets  # lazy: torch (the torch extra)
         except ImportError as exc:
             if "torch" not in str(exc):
                 raise
-            from dlrig.errors import MissingExtraError
-
             raise MissingExtraError("torch", "torch", f"dlrig.pack.{name}") from None
         return getattr(datasets, name)
     raise AttributeError(f"module 'dlrig.pack' has no attribute {name!r}")

@@ -20,6 +20,7 @@ from typing import Any
 
 from dlrig.knowledge.tables import rows
 from dlrig.machine.storage import filesystem_type
+from dlrig.outputs import write_text_atomic
 from dlrig.pack.format import PLAN, read_json
 from dlrig.pack.sources import Source, mean_size_bytes
 
@@ -140,8 +141,6 @@ def make_plan(
 
 
 def write_plan(dst: Path, plan: Plan) -> None:
-    from dlrig.outputs import write_text_atomic
-
     write_text_atomic(dst / PLAN, json.dumps(plan.to_dict(), indent=1) + "\n")
 
 

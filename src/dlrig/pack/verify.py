@@ -31,6 +31,8 @@ from dlrig.pack.format import (
     decode_index,
     index_digest,
 )
+from dlrig.pack.writer import usable_cores
+from dlrig.report import envelope
 
 Progress = Callable[[int, int], None]
 
@@ -72,8 +74,6 @@ class VerifyReport:
         return not self.damage
 
     def to_dict(self) -> dict[str, Any]:
-        from dlrig.report import envelope
-
         return envelope(
             "dlrig.pack",
             1,
@@ -109,8 +109,6 @@ def verify(
         raise InputError(f"{root}/manifest.json: lists no shards", fix="repack the dataset")
     shards = [ShardEntry.from_dict(s) for s in raw_shards]
     started = time.perf_counter()
-    from dlrig.pack.writer import usable_cores
-
     checker = _checker(fmt, root)
     total = sum(s.samples for s in shards)
     done = 0

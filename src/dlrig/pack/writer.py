@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import dlrig.pack.worker as worker
 from dlrig import __version__
 from dlrig.errors import DlrigError, InputError
 from dlrig.outputs import ensure_directory, write_text_atomic
@@ -43,6 +44,7 @@ from dlrig.pack.format import (
 from dlrig.pack.plan import Plan, ShardSize, default_shard_size, make_plan, read_plan, write_plan
 from dlrig.pack.sources import IMAGE_EXTENSIONS, Source, open_source
 from dlrig.pack.worker import ShardFailure, ShardResult, WorkerState, init_worker, pack_shard
+from dlrig.report import envelope
 
 Progress = Callable[[int, int], None]  # (samples done, samples in total)
 SCHEMA = "dlrig.pack"
@@ -83,8 +85,6 @@ class PackReport:
     skipped: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        from dlrig.report import envelope
-
         rate = self.samples / self.seconds if self.seconds > 0 else None
         return envelope(
             SCHEMA,
@@ -248,8 +248,6 @@ def _run(
 def _run_inline(
     state: WorkerState, todo: list[int], already: int, progress: Progress
 ) -> list[ShardResult]:
-    import dlrig.pack.worker as worker
-
     worker._STATE = state
     results = []
     for shard in todo:

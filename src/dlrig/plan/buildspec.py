@@ -20,15 +20,17 @@ silently ignored):
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dlrig.errors import InputError
 from dlrig.extras import require
 from dlrig.knowledge import plan as knowledge
 from dlrig.knowledge.gpus import GpuSpec, catalogue
 from dlrig.knowledge.gpus import lookup as gpu_lookup
+from dlrig.plain import word
 
 FORM_FACTORS = ("workstation", "4u-server", "hgx")
 STORAGE_KINDS = {
@@ -53,6 +55,9 @@ TOP_KEYS = {
     "liquid_cooling",
     "about",
 }
+
+
+PsuInput = Literal["115v_internal", "230v_eu_internal", "230v_internal_redundant"]
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ class PsuPart:
     efficiency: str | None = None  # 80 PLUS level
     atx3: bool = False
     pcie_connectors: int | None = None
-    input: str | None = None  # 115v_internal | 230v_eu_internal | 230v_internal_redundant
+    input: PsuInput | None = None
 
     @property
     def capacity_watts(self) -> float:
@@ -320,7 +325,7 @@ def _psu(data: dict[str, Any], where: str) -> PsuPart:
         raise InputError(
             f"{where}: psu.efficiency {level!r}", fix="one of " + ", ".join(knowledge.psu_levels())
         )
-    inputs = ("115v_internal", "230v_eu_internal", "230v_internal_redundant")
+    inputs: tuple[PsuInput, ...] = typing.get_args(PsuInput)
     if data.get("input") is not None and data["input"] not in inputs:
         raise InputError(f"{where}: psu.input {data['input']!r}", fix="one of " + ", ".join(inputs))
     count = int(_number(data.get("count", 1), where, "psu.count"))
@@ -339,7 +344,7 @@ def _psu(data: dict[str, Any], where: str) -> PsuPart:
         pcie_connectors=int(_number(data["pcie_connectors"], where, "psu.pcie_connectors"))
         if "pcie_connectors" in data
         else None,
-        input=str(data["input"]) if data.get("input") is not None else None,
+        input=word(inputs, data["input"], where) if data.get("input") is not None else None,
     )
 
 

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dlrig import fit
 from dlrig.errors import DlrigError, InputError
-from dlrig.knowledge.gpus import GpuSpec
+from dlrig.knowledge.gpus import GpuSpec, catalogue
 from dlrig.plan.workloads import Workload
 
 
@@ -46,8 +47,6 @@ class Evaluation:
 
 
 def _fit() -> Any:
-    from dlrig import fit
-
     if not hasattr(fit, "trace") or not hasattr(fit, "evaluate"):
         raise DlrigError(
             "this dlrig.fit has no trace/evaluate API (see /work/coord/fit-api.md)",
@@ -237,7 +236,7 @@ class WorkloadFit:
             gpu=spec.id,
             gpus=count,
             fits=ok,
-            precision=result.setup.get("precision", self.workload.precision),
+            precision=result.precision or self.workload.precision,
             strategy=strategy,
             micro_batch=micro,
             grad_accum=accum,
@@ -253,8 +252,6 @@ class WorkloadFit:
 
 def _in_child(workload: Workload, pairs: list[tuple[str, int]]) -> tuple[str, Any, int]:
     """One workload's trace and evaluations, in a worker process."""
-    from dlrig.knowledge.gpus import catalogue
-
     try:
         fitted = WorkloadFit(workload)
         for gpu, count in pairs:

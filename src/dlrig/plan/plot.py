@@ -6,13 +6,12 @@ import io
 from pathlib import Path
 
 from dlrig.extras import pyplot
+from dlrig.outputs import write_bytes_atomic
 from dlrig.plan.rank import PlanResult
 
 
 def pareto_png(result: PlanResult, path: str | Path) -> str:
     plt = pyplot("plan", "the Pareto plot")
-    from dlrig.outputs import write_bytes_atomic
-
     figure, axes = plt.subplots(figsize=(10, 6), dpi=100)
     for kind, marker, colour in (("build", "o", "tab:blue"), ("cloud", "^", "tab:orange")):
         points = [

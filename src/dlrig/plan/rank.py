@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from dlrig.errors import DlrigError
 from dlrig.knowledge.gpus import GpuSpec, catalogue
@@ -59,7 +59,7 @@ class Constraints:
 
 @dataclass
 class Option:
-    kind: str  # build | cloud
+    kind: Literal["build", "cloud"]
     label: str
     gpu: str
     count: int

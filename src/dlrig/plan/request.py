@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dlrig.errors import InputError
+from dlrig.knowledge.gpus import lookup as gpu_lookup
 from dlrig.plan import workloads as parsing
 from dlrig.plan.assume import Inputs, parse_assume
 from dlrig.plan.builds import Condition, FormFactor
@@ -64,8 +65,6 @@ def request(
 ) -> tuple[list[Workload], Constraints, Inputs]:
     """`dlrig plan`'s arguments (workloads or a workloads file), its options (budget, circuit,
     ...) and `--assume KEY=VALUE`s, as the three values `plan.plan` takes."""
-    from dlrig.knowledge.gpus import lookup as gpu_lookup
-
     parsed, from_file = parsing.from_arguments(list(arguments))
     unknown = sorted(set(from_file) - set(CONSTRAINT_KEYS))
     if unknown:

@@ -16,8 +16,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dlrig.errors import InputError
+from dlrig.knowledge.gpus import catalogue
 from dlrig.monitor import history_rows
+from dlrig.monitor.history import open_history
 from dlrig.monitor.history_rows import GpuRow
+from dlrig.monitor.report import energy, sample_weights
 
 IDLE_BELOW_PERCENT = 5.0  # as `dlrig monitor report` counts idle
 
@@ -88,10 +91,6 @@ def month_bounds(month: str | None, last_unix: float) -> tuple[str, float, float
 
 
 def read(path: str | Path, month: str | None = None) -> Usage:
-    from dlrig.knowledge.gpus import catalogue
-    from dlrig.monitor.history import open_history
-    from dlrig.monitor.report import sample_weights
-
     conn = open_history(path)
     try:
         last = conn.execute("SELECT MAX(ts) FROM gpu_samples").fetchone()[0]
@@ -147,8 +146,6 @@ def _gpu(
     cap: float,
     idle_at: dict[float, bool],
 ) -> GpuUsage:
-    from dlrig.monitor.report import energy, sample_weights
-
     times = [r.ts for r in rows]
     weights = sample_weights(times, cap)
     busy = busy_power = idle_power = busy_time = idle_time = util_sum = util_time = 0.0

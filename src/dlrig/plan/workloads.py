@@ -21,10 +21,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from dlrig.errors import InputError
 from dlrig.extras import require
+from dlrig.fit.options import (
+    CHECKPOINTING,
+    OPTIMIZERS,
+    Checkpointing,
+    Optimizer,
+    Precision,
+    Strategy,
+)
 
 KEYS = (
     "name",
@@ -58,8 +66,18 @@ ALIASES = {
     "deadline_hours": "deadline",
     "input_spec": "input",
 }
-PRECISIONS = ("auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16")
-STRATEGIES = ("auto", "ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp", "fsdp-grad-op")
+PRECISIONS: tuple[Precision, ...] = ("auto", "fp32", "tf32", "amp-fp16", "amp-bf16", "bf16")
+STRATEGIES: tuple[Strategy | Literal["auto"], ...] = (
+    "auto",
+    "ddp",
+    "zero1",
+    "zero2",
+    "zero3",
+    "fsdp",
+    "hsdp",
+    "fsdp-grad-op",
+)
+Word = TypeVar("Word", bound=str)
 EVERY = {"day": 365.0, "week": 52.0, "month": 12.0, "quarter": 4.0, "year": 1.0}
 SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 DEFAULT_RUNS_PER_YEAR = 12.0
@@ -73,10 +91,10 @@ class Workload:
     global_batch: int | None = None
     seq_len: int | None = None
     image_size: int | None = None
-    precision: str = "auto"  # auto: bf16 where the GPU has it, else fp16 (fit's choice)
-    optimizer: str = "adamw"
-    strategy: str = "auto"  # auto: ddp, fsdp when ddp does not fit
-    grad_checkpointing: str = "none"
+    precision: Precision = "auto"  # auto: bf16 where the GPU has it, else fp16 (fit's choice)
+    optimizer: Optimizer = "adamw"
+    strategy: Strategy | Literal["auto"] = "auto"  # auto: ddp, fsdp when ddp does not fit
+    grad_checkpointing: Checkpointing = "none"
     lora: int | None = None  # LoRA rank (fit --lora)
     qlora: int | None = None  # QLoRA rank (fit --qlora)
     input_spec: str | None = None
@@ -214,11 +232,12 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
             )
         return int(value)
 
-    def choice(key: str, allowed: tuple[str, ...], default: str) -> str:
+    def choice(key: str, allowed: tuple[Word, ...], default: Word) -> Word:
         value = values.get(key, default)
-        if value not in allowed:
-            raise InputError(f"{where}: {key}={value!r}", fix=f"one of {', '.join(allowed)}")
-        return value
+        for word in allowed:  # the vocabulary's own word, so the Literal type holds
+            if word == value:
+                return word
+        raise InputError(f"{where}: {key}={value!r}", fix=f"one of {', '.join(allowed)}")
 
     if "runs" in values and "every" in values:
         raise InputError(f"{where}: both runs= and every=", fix="keep one of them")
@@ -243,9 +262,9 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
         seq_len=integer("seq"),
         image_size=integer("image"),
         precision=choice("precision", PRECISIONS, "auto"),
-        optimizer=values.get("optimizer", "adamw"),
+        optimizer=choice("optimizer", OPTIMIZERS, "adamw"),
         strategy=choice("strategy", STRATEGIES, "auto"),
-        grad_checkpointing=choice("checkpointing", ("none", "full", "selective"), "none"),
+        grad_checkpointing=choice("checkpointing", CHECKPOINTING, "none"),
         lora=integer("lora"),
         qlora=integer("qlora"),
         input_spec=values.get("input"),

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlrig import report
+from dlrig.plain import from_plain
 from dlrig.profile.device import DeviceActivity
 from dlrig.report import envelope, rounded
 
@@ -47,6 +48,22 @@ class StepProfile:
     flops: float = 0.0
     # GPU time (sum of event durations) by the host phase that launched it
     launched_in: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StepProfile:
+        return cls(
+            name=d["name"],
+            start_ms=d["start_ms"],
+            step_ms=d["step_ms"],
+            host=d["host_ms"],
+            launch_ms=d["launch_ms"],
+            gpu=d["gpu_ms"],
+            communication_ms=d.get("communication_ms", 0.0),
+            h2d_ms=d.get("h2d_ms", 0.0),
+            kernels=d.get("kernels", 0),
+            flops=d.get("flops", 0.0),
+            launched_in=d.get("gpu_ms_by_launching_phase") or {},
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +132,12 @@ class Mfu:
     value: float | None  # 0..1
     note: str | None = None
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Mfu:
+        body = {("value" if k == "mfu" else k): v for k, v in d.items()}
+        mfu: Mfu = from_plain(cls, body, "mfu", strict=False)
+        return mfu
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "flops_per_step": self.flops_per_step,
@@ -156,6 +179,17 @@ class Finding(report.Finding):
             cause=cause,
             gain=gain,
             gain_basis=gain_basis,
+        )
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        return cls.of(
+            d["cause"],
+            d["title"],
+            tuple(d.get("evidence") or ()),
+            d["fix"],
+            d["expected_speedup"],
+            d["basis"],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -205,6 +239,30 @@ class RankProfile:
                 values.append(float(value))
         return sum(values) / len(values) if values else 0.0
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RankProfile:
+        hta, activity = d.get("hta_temporal_breakdown"), d.get("device_activity")
+        return cls(
+            path=d["path"],
+            rank=d["rank"],
+            device=d["device"],
+            vendor=d["vendor"],
+            steps=tuple(StepProfile.from_dict(step) for step in d["steps"]),
+            kernels=tuple(
+                from_plain(KernelRow, row, "top_kernels", strict=False) for row in d["top_kernels"]
+            ),
+            categories=d["category_ms"],
+            hta=None if hta is None else from_plain(HtaSplit, hta, "hta", strict=False),
+            mfu=Mfu.from_dict(d["mfu"]),
+            gemm_precision=d["gemm_precision"],
+            optimizer_fused=d.get("optimizer_fused"),
+            optimizers=d.get("optimizers") or {},
+            loader=d.get("data_loader"),
+            cpus_per_rank=d.get("cpus_per_rank"),
+            device_activity=None if activity is None else DeviceActivity.from_dict(activity),
+            notes=tuple(d.get("notes") or ()),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
@@ -238,6 +296,24 @@ class ProfileReport:
     command: tuple[str, ...] | None = None
     exit_code: int | None = None
     notes: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> ProfileReport:
+        """A saved `dlrig profile --json` document; ValueError names what does not fit."""
+        try:
+            verdict = document.get("verdict")
+            command = document.get("command")
+            return cls(
+                ranks=tuple(RankProfile.from_dict(rank) for rank in document["ranks"]),
+                verdict=None if verdict is None else Finding.from_dict(verdict),
+                findings=tuple(Finding.from_dict(f) for f in document.get("findings") or ()),
+                stragglers=tuple(document.get("stragglers") or ()),
+                command=None if command is None else tuple(command),
+                exit_code=document.get("exit_code"),
+                notes=tuple(document.get("notes") or ()),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"profile: missing or malformed {exc}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return envelope(

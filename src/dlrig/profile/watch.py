@@ -8,6 +8,7 @@ import time
 from types import TracebackType
 
 from dlrig.machine.gpu_source_base import GpuSource
+from dlrig.machine.gpu_sources import open_live_source
 from dlrig.machine.nvml import GpuLost
 from dlrig.profile.device import FIELDS, Reading
 
@@ -65,8 +66,6 @@ class Watcher:
 def watch() -> Watcher | None:
     """A watcher of this machine's GPUs through NVML; None where there is none (a CPU machine,
     or only nvidia-smi, too slow to read a few times a second)."""
-    from dlrig.machine.gpu_sources import open_live_source
-
     source = open_live_source()
     if source.info.kind != "nvml" or source.info.gpu_count == 0:
         source.close()

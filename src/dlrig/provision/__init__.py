@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from dlrig.provision.facts import Stated, gather
 from dlrig.provision.model import SCHEMA, SCHEMA_VERSION, Bundle, Decision, Facts, GeneratedFile
+from dlrig.provision.output import write_bundle
 
 if TYPE_CHECKING:  # each target's module is imported only when it runs
     from dlrig.provision.docker import DockerOptions
@@ -83,6 +84,4 @@ def generate(target: str, facts: Facts, options: TargetOptions | None = None) ->
 def write(bundle: Bundle, out_dir: str | Path, overwrite: bool = False) -> Bundle:
     """Write the bundle's files under `out_dir` (atomically; an existing file only with
     `overwrite`); the bundle with the paths written."""
-    from dlrig.provision.output import write_bundle
-
     return write_bundle(bundle, out_dir, overwrite)

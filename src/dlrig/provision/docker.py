@@ -18,7 +18,14 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from dlrig.errors import InputError
-from dlrig.knowledge.provision import CudaImage, ImagePython
+from dlrig.knowledge.cuda import max_cuda_for_driver
+from dlrig.knowledge.provision import (
+    CudaImage,
+    ImagePython,
+    cuda_images,
+    image_pythons,
+    torch_python,
+)
 from dlrig.knowledge.versions import Version
 from dlrig.provision.env import EnvOptions, files_for
 from dlrig.provision.model import Bundle, Decision, Facts, GeneratedFile
@@ -58,8 +65,6 @@ class BaseImage:
 
 def driver_cuda(driver_version: str | None, branch: str | None) -> Version | None:
     """The newest CUDA the driver runs natively (what NVIDIA_REQUIRE_CUDA is checked against)."""
-    from dlrig.knowledge.cuda import max_cuda_for_driver
-
     if driver_version:
         found = max_cuda_for_driver(driver_version)
         return Version.parse(found) if found else None
@@ -83,7 +88,6 @@ def choose_tag(
     major), the newest tag up to the driver's CUDA of that major. A devel image keeps the
     wheel's CUDA major: nvcc of another major cannot build extensions for that torch.
     """
-    from dlrig.knowledge.provision import cuda_images
 
     def cuda_of(image: CudaImage) -> Version:
         return image.cuda_version.truncated(2)
@@ -110,8 +114,6 @@ def choose_tag(
 def _image_oses(facts: Facts) -> tuple[list[str], str]:
     """The image OSes to try, in order, and why: a stated --os only; else the snapshot's own
     OS first, then the table's order."""
-    from dlrig.knowledge.provision import image_pythons
-
     known = list(dict.fromkeys(p.image_os for p in image_pythons()))
     if facts.os is None:
         return known, "no OS stated: the newest image OS the table lists first"
@@ -127,8 +129,6 @@ def _image_oses(facts: Facts) -> tuple[list[str], str]:
 def _pythons(image_os: str, choice: TorchChoice, facts: Facts) -> list[ImagePython]:
     """The Pythons this image OS installs that fit the torch release (and a stated --python),
     the newest first but not past 3.12 (the newest Pythons lag in other packages' wheels)."""
-    from dlrig.knowledge.provision import image_pythons, torch_python
-
     span = torch_python(choice.torch_minor)
     low = Version.parse(span[0]) if span else None
     high = Version.parse(span[1]) if span else None
@@ -190,8 +190,6 @@ def choose_base(facts: Facts, choice: TorchChoice, options: DockerOptions) -> Ba
                 f"nvidia/cuda:{tag.tag(options.flavor)}", pythons[0], tag, None, why, tag.source
             )
     if first_fit is None:
-        from dlrig.knowledge.provision import image_pythons
-
         have = ", ".join(
             f"{p.image_os} Python {p.python}" for p in image_pythons() if p.image_os in oses
         )

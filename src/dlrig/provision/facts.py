@@ -12,6 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from dlrig.errors import InputError
+from dlrig.knowledge import cuda, gpus, pytorch
+from dlrig.knowledge.provision import match_os_release, os_release
+from dlrig.knowledge.tables import rows
+from dlrig.knowledge.versions import build_variant, local_variant, minor_of
+from dlrig.machine import probe as live
+from dlrig.machine import readers
 from dlrig.machine.model import Machine
 from dlrig.provision.model import Facts
 
@@ -30,9 +36,6 @@ class Stated:
 def _architecture(name: str | None, capability: str | None) -> str | None:
     """The GPU architecture: the catalogue's, else NVIDIA's name patterns, else by capability."""
     import re
-
-    from dlrig.knowledge import gpus
-    from dlrig.knowledge.tables import rows
 
     if name:
         spec = gpus.catalogue().resolve(name)
@@ -57,9 +60,6 @@ _CUDA = re.compile(r"\d{1,2}\.\d(\.\d+)?")
 
 def check_stated(stated: Stated) -> None:
     """One clear line for a stated fact that is not a value dlrig can use (exit 2)."""
-    from dlrig.knowledge import cuda, pytorch
-    from dlrig.knowledge.versions import build_variant, local_variant, minor_of
-
     if stated.torch is not None:
         known = pytorch.releases()
         if not _TORCH.fullmatch(stated.torch.strip()):
@@ -104,9 +104,6 @@ def check_stated(stated: Stated) -> None:
 
 
 def from_machine(machine: Machine, origin: str) -> Facts:
-    from dlrig.knowledge import gpus
-    from dlrig.knowledge.provision import match_os_release
-
     gpu_list = machine.gpus or ()
     name = gpu_list[0].name if gpu_list else None
     spec = gpus.catalogue().resolve(name) if name else None
@@ -141,9 +138,6 @@ def from_machine(machine: Machine, origin: str) -> Facts:
 
 def apply_stated(facts: Facts, stated: Stated) -> Facts:
     from dataclasses import replace
-
-    from dlrig.knowledge import gpus
-    from dlrig.knowledge.provision import os_release
 
     check_stated(stated)
     changes: dict[str, Any] = {}
@@ -196,14 +190,10 @@ def gather(
 
     facts = Facts(origin="stated facts")
     if machine_path is not None:
-        from dlrig.machine import readers
-
         machine = readers.load(machine_path)
         host = machine.origin.hostname
         facts = from_machine(machine, f"snapshot {machine_path}" + (f" ({host})" if host else ""))
     elif probe:
-        from dlrig.machine import probe as live
-
         machine = live.collect()
         facts = from_machine(machine, f"live probe of {machine.origin.hostname or 'this machine'}")
     return replace(apply_stated(facts, stated), argv=argv)

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlrig.errors import InputError
-from dlrig.knowledge.provision import RepoPackage
+from dlrig.knowledge.provision import RepoPackage, repo_package, repo_packages, toolkit_minors
 from dlrig.provision.model import Bundle, Decision, Facts, GeneratedFile
 from dlrig.provision.render import header, render
+from dlrig.provision.stack import check_toolkit, driver_choice, torch_choice
 
 _DISTRO_PACKAGES = {
     # What the script itself calls: curl (downloads), gpg (the container toolkit key), CA roots.
@@ -73,8 +74,6 @@ def _pinned(package: RepoPackage, family: str) -> str:
 
 
 def _stream(os_id: str, branch: str, modules: str) -> RepoPackage | None:
-    from dlrig.knowledge.provision import repo_packages
-
     flavour = "-open" if modules == "open" else "-dkms"
     for package in repo_packages():
         if (
@@ -110,9 +109,6 @@ def _check_gpu_present(facts: Facts) -> None:
 
 
 def generate(facts: Facts, options: HostOptions | None = None) -> Bundle:
-    from dlrig.knowledge.provision import repo_package, toolkit_minors
-    from dlrig.provision.stack import check_toolkit, driver_choice, torch_choice
-
     options = options or HostOptions()
     if facts.os is None:
         raise InputError(
@@ -309,6 +305,4 @@ def generate(facts: Facts, options: HostOptions | None = None) -> Bundle:
 
 
 def _nccl_builds(os_id: str) -> list[RepoPackage]:
-    from dlrig.knowledge.provision import repo_packages
-
     return [p for p in repo_packages() if p.os_release == os_id and p.component == "nccl"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dlrig.report import envelope
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -141,8 +143,6 @@ class Bundle:
         raise KeyError(path)
 
     def to_dict(self) -> dict[str, Any]:
-        from dlrig.report import envelope
-
         files = []
         for index, generated in enumerate(self.files):
             entry = generated.to_dict()

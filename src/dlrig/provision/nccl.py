@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlrig.errors import InputError
+from dlrig.knowledge.provision import nccl_variables
 from dlrig.provision.model import Bundle, Decision, Facts, GeneratedFile
 from dlrig.provision.render import header, render
 
@@ -50,8 +51,6 @@ def _hcas(facts: Facts) -> list[str]:
 
 def refused(key: str, value: str) -> str | None:
     """Why a setting may not be kept in nccl.conf (None when it may)."""
-    from dlrig.knowledge.provision import nccl_variables
-
     known = nccl_variables().get(key)
     if known is not None and known.refuses(value):
         return f"{key}={value}: {known.reason}"
@@ -75,8 +74,6 @@ def _matches(spec: str, interfaces: list[str]) -> list[str]:
 
 
 def generate(facts: Facts, options: NcclOptions | None = None) -> Bundle:
-    from dlrig.knowledge.provision import nccl_variables
-
     options = options or NcclOptions()
     variables = nccl_variables()
     settings: dict[str, tuple[str, str]] = {}

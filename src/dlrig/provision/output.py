@@ -6,12 +6,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from dlrig.errors import InputError
+from dlrig.outputs import ensure_directory, write_text_atomic
 from dlrig.provision.model import Bundle
 
 
 def write_bundle(bundle: Bundle, out_dir: Path | str, overwrite: bool = False) -> Bundle:
-    from dlrig.outputs import ensure_directory, write_text_atomic
-
     root = ensure_directory(out_dir)
     targets = [root / generated.path for generated in bundle.files]
     existing = [str(t) for t in targets if t.exists()]

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from dlrig.errors import InputError
+from dlrig.knowledge.provision import power_limit_costs, power_ranges
 from dlrig.provision.model import Bundle, Decision, Facts, GeneratedFile
 from dlrig.provision.render import header, render
 
@@ -39,8 +40,6 @@ class PowerOptions:
 
 def _limit_bounds(facts: Facts) -> tuple[float | None, str, float | None, str]:
     """(highest, where from, lowest, where from) power limit for the GPUs in the facts."""
-    from dlrig.knowledge.provision import power_ranges
-
     gpus = facts.machine.gpus if facts.machine else None
     defaults = [g.power_default_limit_watts for g in gpus or () if g.power_default_limit_watts]
     top: float | None = None
@@ -56,8 +55,6 @@ def _limit_bounds(facts: Facts) -> tuple[float | None, str, float | None, str]:
 
 
 def _cost(facts: Facts, watts: int, top: float | None) -> tuple[str, str | None]:
-    from dlrig.knowledge.provision import power_limit_costs
-
     gpu_id = facts.gpu.id if facts.gpu else None
     for row in power_limit_costs():
         if row.gpu == gpu_id and row.limited_watts == watts:

@@ -15,9 +15,14 @@ import datetime as dt
 from dataclasses import dataclass
 
 from dlrig.errors import InputError
+from dlrig.knowledge import cuda as cuda_knowledge
+from dlrig.knowledge import pytorch, rocm
 from dlrig.knowledge import pytorch as torch_tables
-from dlrig.knowledge import rocm
-from dlrig.knowledge.versions import Version, minor_of
+from dlrig.knowledge.install_commands import branch_for
+from dlrig.knowledge.provision import driver_policies, torch_python
+from dlrig.knowledge.resolver import Request, resolve
+from dlrig.knowledge.tables import rows
+from dlrig.knowledge.versions import Version, local_variant, minor_of
 from dlrig.provision.model import Decision, Facts
 
 
@@ -53,9 +58,6 @@ def wheel_variant_for_cuda(facts: Facts, cuda_variant: str | None) -> str | None
     Only a *stated* --cuda counts: a snapshot's nvcc is the host toolkit, which torch wheels do
     not use (they bring their own CUDA runtime). A combination no wheel exists for is refused.
     """
-    from dlrig.knowledge import pytorch
-    from dlrig.knowledge.versions import local_variant, minor_of
-
     if "cuda" not in facts.stated or not facts.cuda:
         return cuda_variant
     wanted = Version.parse(facts.cuda)
@@ -86,9 +88,6 @@ def torch_choice(
     facts: Facts, cuda_variant: str | None = None, prefer_python: tuple[str, ...] = ()
 ) -> TorchChoice:
     """torch + companions + index for these facts, from the resolver."""
-    from dlrig.knowledge.resolver import Request, resolve
-    from dlrig.knowledge.versions import local_variant
-
     capabilities = (facts.compute_capability,) if facts.compute_capability else ()
     # "1.12.0+cu116" (as the seeds write it) names the wheel variant too.
     cuda_variant = cuda_variant or local_variant(facts.torch)
@@ -187,8 +186,6 @@ def rocm_choice(facts: Facts, variant: str, prefer_python: tuple[str, ...] = ())
 
 
 def _newest_torch_for_python(python: Version) -> str | None:
-    from dlrig.knowledge.tables import rows
-
     fitting = [
         row["torch_version"]
         for row in rows("provision_torch_python")
@@ -207,8 +204,6 @@ def python_for(
 ) -> tuple[str, Decision]:
     """The Python of the new environment: a stated --python must fit the release; the
     snapshot's own interpreter is only a preference (the environment is a new one)."""
-    from dlrig.knowledge.provision import torch_python
-
     span = torch_python(torch_minor)
     if span is None:
         chosen = minor_of(wanted) or "3.11"
@@ -264,10 +259,6 @@ def driver_choice(
     facts: Facts, needs_cuda: tuple[str, ...] = (), needs_driver: tuple[str, ...] = ()
 ) -> DriverChoice:
     """The driver branch and kernel-module flavour for the GPUs and the CUDA releases wanted."""
-    from dlrig.knowledge import cuda as cuda_knowledge
-    from dlrig.knowledge.install_commands import branch_for
-    from dlrig.knowledge.provision import driver_policies
-
     decisions: list[Decision] = []
     minimum = Version((0,))
     for cuda in needs_cuda:
@@ -353,8 +344,6 @@ def driver_choice(
 def toolkit_can_target(cuda: str, compute_capability: str) -> tuple[bool, str, str | None]:
     """(can nvcc of CUDA `cuda` build for this GPU, why, source), from cuda_arch_support.csv:
     a toolkit older than the architecture does not know it; CUDA 13 removed Maxwell to Volta."""
-    from dlrig.knowledge import cuda as cuda_knowledge
-
     wanted = Version.parse(cuda)
     assert wanted is not None
     first = cuda_knowledge.first_cuda_for(compute_capability)

@@ -120,7 +120,7 @@ def micro_batch_from_fit(options: FitOptions) -> int:
 
     Optional: only this function imports `dlrig.fit` (and transformers through it).
     """
-    from dlrig import fit
+    from dlrig import fit  # lazy: numpy and transformers, only when a fit decides the batch
 
     result = fit.run(options)
     if not result.max_batch_size:

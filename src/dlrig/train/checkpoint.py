@@ -21,9 +21,10 @@ import pickle
 import re
 import shutil
 import time
+import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -32,7 +33,8 @@ from dlrig.outputs import ensure_directory, write_text_atomic
 from dlrig.train.distributed import World
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
-FORMATS = ("auto", "torch", "dcp")
+CheckpointFormat = Literal["auto", "torch", "dcp"]  # auto: dcp under FSDP, else torch
+FORMATS: tuple[CheckpointFormat, ...] = typing.get_args(CheckpointFormat)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from dlrig.errors import InputError
 from dlrig.train.precision import TrainError
 
 _FAILED_RANKS = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
@@ -145,8 +146,6 @@ def _env_int(name: str, default: int) -> int:
     try:
         return int(value)
     except ValueError:
-        from dlrig.errors import InputError
-
         raise InputError(
             f"environment variable {name}={value!r} is not an integer",
             fix="launch with torchrun (or `dlrig train --gpus N`), which sets it",

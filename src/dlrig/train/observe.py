@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlrig.errors import DlrigError
+from dlrig.errors import DlrigError, MissingExtraError
 from dlrig.train.log import RunLog, format_seconds
 
 
@@ -51,13 +51,11 @@ class Observer:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:
-                from dlrig.errors import MissingExtraError
-
                 raise MissingExtraError("tensorboard", "train", "TensorBoard logging") from None
             self.writer = SummaryWriter(log_dir=str(log_dir))
             log.decide("tensorboard", f"TensorBoard scalars to {log_dir}")
         if rank == 0 and gpu_source is not None:
-            from dlrig.monitor import Sampler
+            from dlrig.monitor import Sampler  # lazy: only with a GPU source (NVML)
 
             self.sampler = Sampler(gpu_source, interval_seconds=1.0, host=False).start()
 
@@ -162,7 +160,7 @@ def open_gpu_source(requested: Any, cuda: bool, log: RunLog) -> Any:
     if not cuda:
         return None
     try:
-        from dlrig import monitor
+        from dlrig import monitor  # lazy: only on a CUDA run that monitors its GPU
 
         return monitor.open_source()
     except (ImportError, DlrigError) as exc:

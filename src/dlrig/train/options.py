@@ -9,7 +9,7 @@ from typing import Any, TypedDict
 
 from dlrig.errors import InputError
 from dlrig.train.backoff import OomInjector
-from dlrig.train.checkpoint import FORMATS
+from dlrig.train.checkpoint import FORMATS, CheckpointFormat
 from dlrig.train.precision import PRECISIONS, PrecisionName
 
 
@@ -26,7 +26,7 @@ class Options:
     checkpoint_every_steps: int | None = None
     keep_checkpoints: int = 3
     resume: bool = True
-    checkpoint_format: str = "auto"  # auto (dcp for FSDP) | torch | dcp
+    checkpoint_format: CheckpointFormat = "auto"
     save_on_sigterm: bool = False
     log_dir: Path | str | None = None  # TensorBoard
     log_every_steps: int = 50
@@ -128,7 +128,7 @@ class OptionFields(TypedDict, total=False):
     checkpoint_every_steps: int | None
     keep_checkpoints: int
     resume: bool
-    checkpoint_format: str
+    checkpoint_format: CheckpointFormat
     save_on_sigterm: bool
     log_dir: Path | str | None
     log_every_steps: int

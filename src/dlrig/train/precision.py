@@ -18,7 +18,7 @@ from typing import Any, Literal
 import torch
 
 from dlrig import causes
-from dlrig.errors import DlrigError
+from dlrig.errors import DlrigError, InputError
 from dlrig.train.log import RunLog
 
 PrecisionName = Literal["auto", "fp32", "bf16", "fp16"]
@@ -39,7 +39,7 @@ class TrainError(DlrigError):
 @dataclass(frozen=True)
 class Precision:
     name: str  # fp32 | bf16 | fp16
-    device_type: str  # cuda | cpu
+    device_type: str  # torch.device.type: cuda, cpu (mps, xpu, ... run as cpu does)
 
     @property
     def dtype(self) -> torch.dtype | None:
@@ -63,8 +63,6 @@ def choose(requested: str, device: torch.device, log: RunLog) -> Precision:
     """The precision to use: what was asked, or for "auto" the best the device does well."""
     device_type = device.type
     if requested not in PRECISIONS:
-        from dlrig.errors import InputError
-
         raise InputError(
             f"precision={requested!r} is not one of {', '.join(PRECISIONS)}",
             fix="use 'bf16' (Ampere or newer), 'fp16' (older GPUs) or 'fp32'",

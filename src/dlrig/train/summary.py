@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dlrig import causes, report
+from dlrig.outputs import write_text_atomic
 from dlrig.report import envelope
 from dlrig.train.log import Decision, RunLog, format_seconds
 
@@ -188,7 +189,7 @@ def input_bound(
     shares = split.shares()
     if split.total_s <= 0 or shares["data_wait"] < max(shares["compute"], shares["communication"]):
         return None
-    from dlrig.bench.dataloader import LoaderSettings
+    from dlrig.bench.dataloader import LoaderSettings  # lazy: only for an input-bound run
 
     cause = causes.get("input_pipeline_bound")
     current = int(getattr(loader, "num_workers", 0) or 0)
@@ -261,8 +262,6 @@ def hand_to_launcher(summary: Summary, log: RunLog) -> None:
     target = os.environ.get("DLRIG_TRAIN_SUMMARY")
     if not target:
         return
-    from dlrig.outputs import write_text_atomic
-
     text = json.dumps(summary.to_dict(), indent=2) + "\n"
     try:
         if target.startswith("/proc/"):

@@ -11,6 +11,7 @@ from typing import Any
 from dlrig import __version__
 from dlrig.accept.report import charts
 from dlrig.jinja import template_environment
+from dlrig.outputs import write_text_atomic
 
 TEMPLATE = "page.html.j2"
 
@@ -68,6 +69,4 @@ def render(page: dict[str, Any]) -> str:
 
 
 def write(page: dict[str, Any], path: Path | str) -> Path:
-    from dlrig.outputs import write_text_atomic
-
     return write_text_atomic(path, render(page))

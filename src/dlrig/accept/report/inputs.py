@@ -15,7 +15,9 @@ from dlrig.accept.report import facts as machine_facts
 from dlrig.accept.series import thin
 from dlrig.errors import InputError
 from dlrig.inputs import check_readable_file, read_json
-from dlrig.monitor import history_rows
+from dlrig.monitor import history, history_rows
+from dlrig.monitor import report as history_report
+from dlrig.report import envelope
 
 MAX_JSON_BYTES = 200 * 1000 * 1000
 HISTORY_SCHEMA = "dlrig.monitor.history"
@@ -158,10 +160,6 @@ def machines(inputs: list[Input]) -> list[tuple[list[Input], str]]:
 
 def history_document(path: str) -> dict[str, Any]:
     """A monitor history as a document: the monitor's report of it and its time series."""
-    from dlrig.monitor import history
-    from dlrig.monitor import report as history_report
-    from dlrig.report import envelope
-
     summary = history_report.build(path).to_dict()
     conn = history.open_history(path)
     try:

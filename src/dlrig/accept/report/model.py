@@ -8,10 +8,10 @@ entry per cause and GPU.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dlrig.accept import judge, stages
 from dlrig.accept.report import compare as compare_runs
@@ -22,13 +22,26 @@ from dlrig.accept.verdict import Verdict
 from dlrig.bench import BenchReport
 from dlrig.doctor import DoctorReport
 from dlrig.errors import InputError
+from dlrig.fit.result import FitResult
 from dlrig.machine.model import Machine
-from dlrig.profile.model import GPU_PARTS, HOST_PHASES, PART_LABELS
+from dlrig.monitor.report import HistoryReport
+from dlrig.profile.model import GPU_PARTS, HOST_PHASES, PART_LABELS, ProfileReport
 from dlrig.report import Status, envelope
 
 SCHEMA_NAME = "dlrig.report"
 SCHEMA_VERSION = 1
 MACHINE_PRIORITY = ("dlrig.accept", "dlrig.doctor", "dlrig.machine", "dlrig.bench")
+T = TypeVar("T")
+
+
+def _typed(reader: Callable[[dict[str, Any]], T], document: dict[str, Any], kind: str) -> T:
+    """A saved document as its command's typed report, or one line naming what does not fit."""
+    try:
+        return reader(document)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise InputError(
+            f"{kind} document: {exc}", fix=f"give a file `dlrig {kind} --json` wrote"
+        ) from None
 
 
 def verdict_of(entry: dict[str, Any]) -> Verdict:
@@ -63,19 +76,15 @@ def _bench_of(document: dict[str, Any]) -> BenchReport:
         raise InputError(f"bench document: {exc}", fix="give a `bench --json` file") from None
 
 
-def _fit_verdicts(document: dict[str, Any]) -> list[Verdict]:
-    if document.get("fits") is not False:
+def _fit_verdicts(fit: FitResult) -> list[Verdict]:
+    if fit.fits:
         return []
-    peak = (document.get("memory") or {}).get("peak_bytes")
-    capacity = document.get("gpu_memory_bytes")
     need = (
-        f": needs {peak / 2**30:.1f} GiB of {capacity / 2**30:.1f} GiB"
-        if isinstance(peak, int) and isinstance(capacity, int)
-        else ""
+        f": needs {fit.memory_peak_bytes / 2**30:.1f} GiB of {fit.gpu_memory_bytes / 2**30:.1f} GiB"
     )
-    advice = [a for a in document.get("advice") or () if a.get("fits")]
+    advice = [a for a in fit.advice if a.fits]
     fix = (
-        f"try {advice[0]['change']} (fits at {advice[0]['memory_peak_bytes'] / 2**30:.1f} GiB)"
+        f"try {advice[0].change} (fits at {advice[0].memory_peak_bytes / 2**30:.1f} GiB)"
         if advice
         else "a smaller batch, gradient checkpointing, or sharding (`dlrig fit --help`)"
     )
@@ -83,47 +92,46 @@ def _fit_verdicts(document: dict[str, Any]) -> list[Verdict]:
         Verdict.of(
             "fit.fits",
             "warn",
-            f"{document.get('model')} does not fit on {document.get('gpu')}{need}",
+            f"{fit.model} does not fit on {fit.gpu}{need}",
             "fit",
-            tuple(document.get("assumptions") or ()),
+            fit.assumptions,
             fix,
             "cuda_oom",
         )
     ]
 
 
-def _monitor_verdicts(report: dict[str, Any]) -> list[Verdict]:
+def _monitor_verdicts(report: HistoryReport) -> list[Verdict]:
     verdicts = []
-    for gpu in report.get("gpus") or ():
-        seconds = gpu.get("seconds") or 0.0
-        throttled = gpu.get("throttled_seconds") or 0.0
-        if seconds and throttled / seconds >= 0.05:
+    for gpu in report.gpus:
+        if gpu.seconds and gpu.throttled_seconds / gpu.seconds >= 0.05:
             reasons = ", ".join(
-                f"{k} {v:.0f} s" for k, v in (gpu.get("throttled_seconds_by_reason") or {}).items()
+                f"{k} {v:.0f} s" for k, v in gpu.throttled_seconds_by_reason.items()
             )
             verdicts.append(
                 Verdict.of(
                     "monitor.throttle",
                     "warn",
-                    f"GPU {gpu['gpu']} throttled {throttled / seconds:.0%} of the recorded time",
+                    f"GPU {gpu.gpu} throttled {gpu.throttled_seconds / gpu.seconds:.0%} of the "
+                    "recorded time",
                     "monitor",
                     (reasons,) if reasons else (),
                     None,
                     "gpu_throttling",
-                    gpu["gpu"],
+                    gpu.gpu,
                 )
             )
-    for event in report.get("xid_events") or ():
+    for event in report.xid_events:
         verdicts.append(
             Verdict.of(
                 "monitor.xid",
                 "fail",
-                f"Xid {event['xid']} recorded on GPU {event['gpu']} ({event['count']}x)",
+                f"Xid {event.xid} recorded on GPU {event.gpu} ({event.count}x)",
                 "monitor",
                 ("`dlrig diagnose` on the kernel log explains it",),
                 None,
-                "gpu_fell_off_bus" if event["xid"] == 79 else "xid_error",
-                event.get("gpu"),
+                "gpu_fell_off_bus" if event.xid == 79 else "xid_error",
+                event.gpu,
             )
         )
     return verdicts
@@ -169,25 +177,24 @@ def _burn_in_section(label: str, burn_in: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _fit_section(label: str, document: dict[str, Any]) -> dict[str, Any]:
-    memory = document.get("memory") or {}
+def _fit_section(label: str, fit: FitResult) -> dict[str, Any]:
     return {
         "label": label,
-        "model": document.get("model"),
-        "gpu": document.get("gpu"),
-        "method": document.get("method"),
-        "fits": document.get("fits"),
-        "gpu_memory_bytes": document.get("gpu_memory_bytes"),
-        "peak_bytes": memory.get("peak_bytes"),
-        "breakdown": memory.get("breakdown") or {},
-        "batch_size": document.get("batch_size"),
-        "max_batch_size": document.get("max_batch_size"),
-        "step_time_s": document.get("step_time_s"),
-        "samples_per_s": document.get("samples_per_s"),
-        "tokens_per_s": document.get("tokens_per_s"),
-        "mfu": document.get("mfu"),
-        "setup": document.get("setup") or {},
-        "assumptions": document.get("assumptions") or [],
+        "model": fit.model,
+        "gpu": fit.gpu,
+        "method": fit.method,
+        "fits": fit.fits,
+        "gpu_memory_bytes": fit.gpu_memory_bytes,
+        "peak_bytes": fit.memory_peak_bytes,
+        "breakdown": fit.memory_breakdown,
+        "batch_size": fit.batch_size,
+        "max_batch_size": fit.max_batch_size,
+        "step_time_s": fit.step_time_s,
+        "samples_per_s": fit.samples_per_s,
+        "tokens_per_s": fit.tokens_per_s,
+        "mfu": fit.mfu,
+        "setup": fit.setup,
+        "assumptions": list(fit.assumptions),
     }
 
 
@@ -197,66 +204,65 @@ PROFILE_GPU_PARTS = tuple((part, PART_LABELS[part]) for part in GPU_PARTS)
 PROFILE_HOST_PHASES = tuple((phase, PART_LABELS[phase]) for phase in HOST_PHASES)
 
 
-def _profile_verdicts(document: dict[str, Any]) -> list[Verdict]:
+def _profile_verdicts(profile: ProfileReport) -> list[Verdict]:
     """The profile's findings as warnings: they slow the run, they do not fail a machine."""
     return [
         Verdict.of(
-            f"profile.{finding.get('cause')}",
+            f"profile.{finding.cause}",
             "warn",
-            f"{finding.get('title')} (up to x{finding.get('expected_speedup', 1):.2f} per step)",
+            f"{finding.title} (up to x{finding.gain:.2f} per step)",
             "profile",
-            tuple(finding.get("evidence") or ()),
-            finding.get("fix"),
-            finding.get("cause"),
+            finding.evidence,
+            finding.fix,
+            finding.cause,
         )
-        for finding in document.get("findings") or ()
-        if isinstance(finding, dict)
+        for finding in profile.findings
     ]
 
 
-def _profile_section(label: str, document: dict[str, Any]) -> dict[str, Any]:
+def _profile_section(label: str, profile: ProfileReport) -> dict[str, Any]:
     """Per rank, a stacked bar per step: each part's share of the longest step."""
     ranks = []
-    for rank in document.get("ranks") or ():
-        steps = rank.get("steps") or []
-        gpu = any(step.get("gpu_ms") for step in steps)
+    for rank in profile.ranks:
+        gpu = any(step.gpu for step in rank.steps)
         parts = PROFILE_GPU_PARTS if gpu else PROFILE_HOST_PHASES
-        key = "gpu_ms" if gpu else "host_ms"
-        longest = max((float(step.get("step_ms") or 0) for step in steps), default=0.0) or 1.0
-        bars = [
-            {
-                "name": step.get("name"),
-                "step_ms": step.get("step_ms"),
-                "parts": [
-                    {
-                        "part": part,
-                        "label": text,
-                        "ms": float((step.get(key) or {}).get(part) or 0.0),
-                        "width": 100.0 * float((step.get(key) or {}).get(part) or 0.0) / longest,
-                    }
-                    for part, text in parts
-                ],
-            }
-            for step in steps
-        ]
+        longest = max((step.step_ms for step in rank.steps), default=0.0) or 1.0
+        bars = []
+        for step in (s.to_dict() for s in rank.steps):  # the rounded figures the JSON has
+            split = step["gpu_ms" if gpu else "host_ms"] or {}
+            bars.append(
+                {
+                    "name": step["name"],
+                    "step_ms": step["step_ms"],
+                    "parts": [
+                        {
+                            "part": part,
+                            "label": text,
+                            "ms": float(split.get(part) or 0.0),
+                            "width": 100.0 * float(split.get(part) or 0.0) / longest,
+                        }
+                        for part, text in parts
+                    ],
+                }
+            )
+        document = rank.to_dict()
         ranks.append(
             {
-                "rank": rank.get("rank"),
-                "path": rank.get("path"),
-                "device": rank.get("device") or ("GPU" if gpu else "CPU"),
-                "mean_step_ms": rank.get("mean_step_ms"),
+                "rank": rank.rank,
+                "path": rank.path,
+                "device": rank.device or ("GPU" if gpu else "CPU"),
+                "mean_step_ms": document["mean_step_ms"],
                 "legend": [{"part": part, "label": text} for part, text in parts],
                 "bars": bars,
-                "top_kernels": (rank.get("top_kernels") or [])[:5],
-                "mfu": (rank.get("mfu") or {}).get("mfu"),
+                "top_kernels": document["top_kernels"][:5],
+                "mfu": document["mfu"]["mfu"],
             }
         )
-    verdict = document.get("verdict")
     return {
         "label": label,
-        "verdict": verdict,
+        "verdict": None if profile.verdict is None else profile.verdict.to_dict(),
         "ranks": ranks,
-        "stragglers": document.get("stragglers") or [],
+        "stragglers": list(profile.stragglers),
     }
 
 
@@ -323,23 +329,29 @@ def sections(inputs: Sequence[Input]) -> dict[str, Any]:
             out["verdicts"] += judge.from_bench(bench.results)
             out["bench"].append(_bench_section(label, bench))
         elif schema == "dlrig.fit":
-            out["verdicts"] += _fit_verdicts(doc)
-            out["fits"].append(_fit_section(label, doc))
+            fit = _typed(FitResult.from_dict, doc, "fit")
+            out["verdicts"] += _fit_verdicts(fit)
+            out["fits"].append(_fit_section(label, fit))
         elif schema in ("dlrig.monitor.report", HISTORY_SCHEMA):
-            report = doc if schema == "dlrig.monitor.report" else doc["report"]
+            report = _typed(
+                HistoryReport.from_dict,
+                doc if schema == "dlrig.monitor.report" else doc["report"],
+                "monitor report",
+            )
             out["verdicts"] += _monitor_verdicts(report)
             out["monitor"].append(
                 {
                     "label": label,
-                    "report": report,
+                    "report": report.to_dict(),
                     # A history has time series; a report of one has only its figures.
                     "gpus": (doc.get("gpus") or []) if schema == HISTORY_SCHEMA else [],
                     "host": doc.get("host") if schema == HISTORY_SCHEMA else None,
                 }
             )
         elif schema == "dlrig.profile":
-            out["verdicts"] += _profile_verdicts(doc)
-            out["profiles"].append(_profile_section(label, doc))
+            profile = _typed(ProfileReport.from_dict, doc, "profile")
+            out["verdicts"] += _profile_verdicts(profile)
+            out["profiles"].append(_profile_section(label, profile))
         elif schema == "dlrig.monitor.sample":
             out["monitor"].append({"label": label, "sample": doc, "gpus": [], "host": None})
     for schema in MACHINE_PRIORITY:

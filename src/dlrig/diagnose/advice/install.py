@@ -8,6 +8,7 @@ import re
 
 from dlrig.diagnose import install
 from dlrig.knowledge import extensions, rocm
+from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.machine.model import Machine
 
 
@@ -63,8 +64,6 @@ def no_kernel_image(
         digits = sm[3:]
         capability = f"{digits[:-1]}.{digits[-1]}"
     elif capability is None and machine and machine.gpus:
-        from dlrig.knowledge import gpus as gpu_knowledge
-
         capability = (
             machine.gpus[0].compute_capability
             or gpu_knowledge.compute_capability(machine.gpus[0].name)[0]

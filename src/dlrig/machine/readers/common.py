@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dlrig.knowledge import gpus
 from dlrig.machine.model import Driver, Gpu, Machine, Origin, ProbeIssue
 
 # Top-level sections of a Machine, in report order.
@@ -62,8 +63,6 @@ def catalogue_id_for(name: str | None) -> str | None:
     """The GPU catalogue id for a device name, or None when the catalogue does not know it."""
     if not name:
         return None
-    from dlrig.knowledge import gpus
-
     spec = gpus.catalogue().resolve(name)
     return spec.id if spec else None
 

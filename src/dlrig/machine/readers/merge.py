@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from dlrig.errors import InputError
 from dlrig.machine.model import Gpu, KernelLog, Machine, Origin, ProbeIssue
 
 # Which recorded source to believe first when two disagree: the richest per section.
@@ -165,8 +166,6 @@ def disagreements(first: Machine, other: Machine) -> list[str]:
 
 def check_same_machine(machines: list[Machine]) -> None:
     """InputError (exit 2) naming the disagreement when the files are of different machines."""
-    from dlrig.errors import InputError
-
     for i, first in enumerate(machines):
         for other in machines[i + 1 :]:
             found = disagreements(first, other)
