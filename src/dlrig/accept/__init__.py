@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlrig import lifecycle
-from dlrig.accept import burnin, judge, levels, report, stages
 from dlrig.errors import InputError, MissingExtraError
 from dlrig.inputs import check_readable_file
 from dlrig.outputs import ensure_directory, write_text_atomic
@@ -145,6 +144,8 @@ class AcceptRun:
             )
         ]
         if with_report:
+            from dlrig.accept import report  # lazy: load workers import this package
+
             try:
                 page = report.build_from_documents([(str(written[0]), document)])
                 written.append(report.write_html(page, self.out_dir / REPORT_NAME))
@@ -181,6 +182,8 @@ def run(
 
     `machine`: the facts to judge instead of probing (or reading `options.replay` /
     `options.machine` for them)."""
+    from dlrig.accept import levels, stages  # lazy: load workers import this package
+
     for path in options.replay:
         check_readable_file(path, "recorded evidence")
     if options.machine:
@@ -219,6 +222,8 @@ def _judged(
     parts: list[str],
     skipped: dict[str, str],
 ) -> AcceptRun:
+    from dlrig.accept import burnin, judge, stages  # lazy: load workers import this package
+
     accepted = AcceptRun(options, level, out_dir, time.time())
     try:
         accepted.stage = "doctor"

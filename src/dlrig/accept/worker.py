@@ -22,7 +22,6 @@ import hashlib
 import os
 import sys
 
-from dlrig.accept import worker_gpu
 from dlrig.accept.load_kit import Meter, emit, run_loop
 
 CHUNK_BYTES = 16 * 1024**2
@@ -136,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     elif args.kind == "disk":
         disk_load(args.seconds, args.interval, args.path, args.bytes)
     else:
+        from dlrig.accept import worker_gpu  # lazy: bench and torch, for GPU loads only
+
         worker_gpu.gpu_load(args.seconds, args.interval, args.index, args.uuid)
 
 

@@ -14,7 +14,6 @@ import os
 from typing import Any
 
 from dlrig.accept.load_kit import Meter, emit, run_loop
-from dlrig.bench import compute, pick_device
 
 MATRIX_N = 8192  # 2·N³ = 1.1 TFLOP per matmul: milliseconds on any datacenter GPU
 COPY_EVERY = 8  # matmuls between two device-memory copies
@@ -37,6 +36,8 @@ def _device(torch: Any, index: int, uuid: str | None) -> int:
 
 
 def _peak_dtype(device: Any) -> tuple[str, float | None]:
+    from dlrig.bench import compute  # lazy: inside gpu_load's try, which reports any failure
+
     usable = [d for d in compute.dtypes_for(device) if d != "fp32"]
     spec = device.spec
     if spec is not None:
@@ -50,6 +51,8 @@ def _peak_dtype(device: Any) -> tuple[str, float | None]:
 def gpu_load(seconds: float, interval: float, index: int, uuid: str | None) -> None:
     try:
         import torch
+
+        from dlrig.bench import pick_device  # lazy: a failure here is reported as JSON, too
 
         if not torch.cuda.is_available():
             build = getattr(torch.version, "cuda", None)

@@ -134,7 +134,13 @@ class FitResult:
         for field_name, key in _MEMORY_KEYS:
             if key in memory:
                 body[field_name] = memory[key]
-        result: FitResult = from_plain(cls, body, "fit", strict=False)
+        try:
+            result: FitResult = from_plain(cls, body, "fit", strict=False)
+        except ValueError as exc:  # name the field as the document spells it
+            message = str(exc)
+            for field_name, key in _MEMORY_KEYS:
+                message = message.replace(f"fit.{field_name}:", f"fit.memory.{key}:")
+            raise ValueError(message) from None
         return result
 
 

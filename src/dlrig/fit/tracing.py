@@ -24,7 +24,6 @@ from dlrig.fit.build import build_model, make_optimizer
 from dlrig.fit.memory import extrapolate
 from dlrig.fit.options import BNB_ADAMW, Options, check, replace_options
 from dlrig.fit.sharding import Sizes
-from dlrig.fit.step import sizes, trace_step
 from dlrig.fit.store import Basis, basis_key
 from dlrig.fit.tracedata import same_structure
 from dlrig.fit.workload import Workload
@@ -91,6 +90,8 @@ def sixteen_bit_checkpoint(workload: Workload) -> bool:
 def run_trace(workload: Workload, options: Options, batch: int, depth: int | None) -> Trace:
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from dlrig.fit.step import trace_step  # lazy: torch; the rest of fit is numpy only
 
     # Fake-tensor tracing logs every failed meta kernel and models warn about training flags;
     # the estimate reports failures itself.
@@ -175,6 +176,8 @@ def untraceable(exc: Exception) -> bool:
 def _analytic(workload: Workload, options: Options, batch: int, exc: Exception) -> TracedWorkload:
     """When the step cannot be traced: sizes from the built model, no timeline."""
     from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from dlrig.fit.step import sizes  # lazy: torch; the rest of fit is numpy only
 
     with FakeTensorMode(allow_non_fake_inputs=True):
         measured = sizes(build_model(workload, options, None))

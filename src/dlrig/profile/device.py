@@ -45,11 +45,6 @@ class DeviceActivity:
     means: dict[str, float | None]  # FIELDS -> mean over the window, None where not read
     note: str | None = None
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DeviceActivity:
-        means = {k: v for k, v in d.items() if k not in ("gpu", "samples", "note")}
-        return cls(gpu=d["gpu"], samples=d["samples"], means=means, note=d.get("note"))
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "gpu": self.gpu,

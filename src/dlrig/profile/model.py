@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,22 +49,6 @@ class StepProfile:
     flops: float = 0.0
     # GPU time (sum of event durations) by the host phase that launched it
     launched_in: dict[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> StepProfile:
-        return cls(
-            name=d["name"],
-            start_ms=d["start_ms"],
-            step_ms=d["step_ms"],
-            host=d["host_ms"],
-            launch_ms=d["launch_ms"],
-            gpu=d["gpu_ms"],
-            communication_ms=d.get("communication_ms", 0.0),
-            h2d_ms=d.get("h2d_ms", 0.0),
-            kernels=d.get("kernels", 0),
-            flops=d.get("flops", 0.0),
-            launched_in=d.get("gpu_ms_by_launching_phase") or {},
-        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,12 +117,6 @@ class Mfu:
     value: float | None  # 0..1
     note: str | None = None
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Mfu:
-        body = {("value" if k == "mfu" else k): v for k, v in d.items()}
-        mfu: Mfu = from_plain(cls, body, "mfu", strict=False)
-        return mfu
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "flops_per_step": self.flops_per_step,
@@ -179,17 +158,6 @@ class Finding(report.Finding):
             cause=cause,
             gain=gain,
             gain_basis=gain_basis,
-        )
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Finding:
-        return cls.of(
-            d["cause"],
-            d["title"],
-            tuple(d.get("evidence") or ()),
-            d["fix"],
-            d["expected_speedup"],
-            d["basis"],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -239,37 +207,18 @@ class RankProfile:
                 values.append(float(value))
         return sum(values) / len(values) if values else 0.0
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RankProfile:
-        hta, activity = d.get("hta_temporal_breakdown"), d.get("device_activity")
-        return cls(
-            path=d["path"],
-            rank=d["rank"],
-            device=d["device"],
-            vendor=d["vendor"],
-            steps=tuple(StepProfile.from_dict(step) for step in d["steps"]),
-            kernels=tuple(
-                from_plain(KernelRow, row, "top_kernels", strict=False) for row in d["top_kernels"]
-            ),
-            categories=d["category_ms"],
-            hta=None if hta is None else from_plain(HtaSplit, hta, "hta", strict=False),
-            mfu=Mfu.from_dict(d["mfu"]),
-            gemm_precision=d["gemm_precision"],
-            optimizer_fused=d.get("optimizer_fused"),
-            optimizers=d.get("optimizers") or {},
-            loader=d.get("data_loader"),
-            cpus_per_rank=d.get("cpus_per_rank"),
-            device_activity=None if activity is None else DeviceActivity.from_dict(activity),
-            notes=tuple(d.get("notes") or ()),
-        )
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "rank": self.rank,
             "device": self.device,
             "vendor": self.vendor,
-            "mean_step_ms": round(self.mean("step_ms"), 3),
+            # the mean of the steps as written, so a reader of the file gets the same figure
+            "mean_step_ms": round(
+                sum(round(step.step_ms, 3) for step in self.steps) / len(self.steps), 3
+            )
+            if self.steps
+            else 0.0,
             "steps": [s.to_dict() for s in self.steps],
             "top_kernels": [k.to_dict() for k in self.kernels],
             "category_ms": {k: round(v, 3) for k, v in self.categories.items()},
@@ -299,21 +248,28 @@ class ProfileReport:
 
     @classmethod
     def from_dict(cls, document: dict[str, Any]) -> ProfileReport:
-        """A saved `dlrig profile --json` document; ValueError names what does not fit."""
-        try:
-            verdict = document.get("verdict")
-            command = document.get("command")
-            return cls(
-                ranks=tuple(RankProfile.from_dict(rank) for rank in document["ranks"]),
-                verdict=None if verdict is None else Finding.from_dict(verdict),
-                findings=tuple(Finding.from_dict(f) for f in document.get("findings") or ()),
-                stragglers=tuple(document.get("stragglers") or ()),
-                command=None if command is None else tuple(command),
-                exit_code=document.get("exit_code"),
-                notes=tuple(document.get("notes") or ()),
-            )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"profile: missing or malformed {exc}") from None
+        """A saved `dlrig profile --json` document (keys a newer dlrig adds are dropped);
+        ValueError names the first field that does not fit."""
+        verdict, command = document.get("verdict"), document.get("command")
+        ranks = document.get("ranks")
+        if not isinstance(ranks, list):
+            raise ValueError("profile.ranks: expected a list")
+        return cls(
+            ranks=tuple(_rank(rank, f"profile.ranks[{i}]") for i, rank in enumerate(ranks)),
+            verdict=None if verdict is None else _finding(verdict, "profile.verdict"),
+            findings=tuple(
+                _finding(f, f"profile.findings[{i}]")
+                for i, f in enumerate(document.get("findings") or ())
+            ),
+            stragglers=from_plain(
+                tuple[str, ...], document.get("stragglers") or [], "profile.stragglers"
+            ),
+            command=None
+            if command is None
+            else from_plain(tuple[str, ...], command, "profile.command"),
+            exit_code=from_plain(int | None, document.get("exit_code"), "profile.exit_code"),
+            notes=from_plain(tuple[str, ...], document.get("notes") or [], "profile.notes"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return envelope(
@@ -329,3 +285,62 @@ class ProfileReport:
                 "notes": list(self.notes),
             },
         )
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _renamed(value: Any, where: str, names: dict[str, str]) -> dict[str, Any]:
+    """The document's object with its keys as the dataclass's fields (`names`: key -> field)."""
+    return {names.get(key, key): item for key, item in _object(value, where).items()}
+
+
+def _step(value: Any, where: str) -> StepProfile:
+    names = {"host_ms": "host", "gpu_ms": "gpu", "gpu_ms_by_launching_phase": "launched_in"}
+    step: StepProfile = from_plain(StepProfile, _renamed(value, where, names), where, False)
+    return step
+
+
+def _finding(value: Any, where: str) -> Finding:
+    d = _object(value, where)
+    try:
+        return Finding.of(
+            from_plain(str, d["cause"], f"{where}.cause"),
+            from_plain(str, d["title"], f"{where}.title"),
+            from_plain(tuple[str, ...], d.get("evidence") or [], f"{where}.evidence"),
+            from_plain(str, d["fix"], f"{where}.fix"),
+            from_plain(float, d["expected_speedup"], f"{where}.expected_speedup"),
+            from_plain(str, d["basis"], f"{where}.basis"),
+        )
+    except KeyError as exc:
+        raise ValueError(f"{where}: no {exc}") from None
+
+
+def _rank(value: Any, where: str) -> RankProfile:
+    names = {
+        "top_kernels": "kernels",
+        "category_ms": "categories",
+        "hta_temporal_breakdown": "hta",
+        "data_loader": "loader",
+    }
+    d = _renamed(value, where, names)
+    steps = d.pop("steps", None)
+    if not isinstance(steps, list):
+        raise ValueError(f"{where}.steps: expected a list")
+    mfu = _renamed(d.pop("mfu", None), f"{where}.mfu", {"mfu": "value"})
+    activity = d.pop("device_activity", None)
+    if activity is not None:
+        fixed = ("gpu", "samples", "note")
+        a = _object(activity, f"{where}.device_activity")
+        activity = {k: a.get(k) for k in fixed} | {
+            "means": {k: v for k, v in a.items() if k not in fixed}
+        }
+    d.pop("mean_step_ms", None)  # recomputed from the steps
+    d |= {"steps": [], "mfu": mfu, "device_activity": activity}
+    rank: RankProfile = from_plain(RankProfile, d, where, False)
+    return dataclasses.replace(
+        rank, steps=tuple(_step(step, f"{where}.steps[{i}]") for i, step in enumerate(steps))
+    )
