@@ -33,6 +33,7 @@ from dlrig.fit.options import (
     Precision,
     Strategy,
 )
+from dlrig.plain import word
 
 KEYS = (
     "name",
@@ -156,10 +157,10 @@ def hours(text: str, what: str) -> float:
 
 
 def _runs(text: str) -> float:
-    word = text.lower().strip()
-    if word in EVERY:
-        return EVERY[word]
-    match = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*(d|w)", word)
+    spelled = text.lower().strip()
+    if spelled in EVERY:
+        return EVERY[spelled]
+    match = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*(d|w)", spelled)
     if match:
         days = float(match.group(1)) * (7.0 if match.group(2) == "w" else 1.0)
         if days > 0:
@@ -234,10 +235,12 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
 
     def choice(key: str, allowed: tuple[Word, ...], default: Word) -> Word:
         value = values.get(key, default)
-        for word in allowed:  # the vocabulary's own word, so the Literal type holds
-            if word == value:
-                return word
-        raise InputError(f"{where}: {key}={value!r}", fix=f"one of {', '.join(allowed)}")
+        try:
+            return word(allowed, value, key)
+        except ValueError:
+            raise InputError(
+                f"{where}: {key}={value!r}", fix=f"one of {', '.join(allowed)}"
+            ) from None
 
     if "runs" in values and "every" in values:
         raise InputError(f"{where}: both runs= and every=", fix="keep one of them")

@@ -62,20 +62,6 @@ def _doctor_of_snapshot(document: dict[str, Any]) -> DoctorReport:
     return stages.doctor_report(machine)
 
 
-def _doctor_of(document: dict[str, Any]) -> DoctorReport:
-    try:
-        return DoctorReport.from_dict(document)
-    except (KeyError, ValueError) as exc:
-        raise InputError(f"doctor document: {exc}", fix="give a `doctor --json` file") from None
-
-
-def _bench_of(document: dict[str, Any]) -> BenchReport:
-    try:
-        return BenchReport.from_dict(document)
-    except (KeyError, ValueError) as exc:
-        raise InputError(f"bench document: {exc}", fix="give a `bench --json` file") from None
-
-
 def _fit_verdicts(fit: FitResult) -> list[Verdict]:
     if fit.fits:
         return []
@@ -313,19 +299,29 @@ def sections(inputs: Sequence[Input]) -> dict[str, Any]:
                 }
             )
             if doc.get("doctor"):
-                out["doctor"].append(_doctor_section(label, _doctor_of(doc["doctor"])))
+                out["doctor"].append(
+                    _doctor_section(label, _typed(DoctorReport.from_dict, doc["doctor"], "doctor"))
+                )
             if doc.get("bench"):
                 skipped = doc["bench"].get("skipped") or {}
-                bench = _bench_of({k: v for k, v in doc["bench"].items() if k != "skipped"})
+                bench = _typed(
+                    BenchReport.from_dict,
+                    {k: v for k, v in doc["bench"].items() if k != "skipped"},
+                    "bench",
+                )
                 out["bench"].append(_bench_section(label, bench, skipped))
             if doc.get("burn_in"):
                 out["burn_ins"].append(_burn_in_section(label, doc["burn_in"]))
         elif schema in ("dlrig.doctor", "dlrig.machine"):
-            doctor = _doctor_of(doc) if schema == "dlrig.doctor" else _doctor_of_snapshot(doc)
+            doctor = (
+                _typed(DoctorReport.from_dict, doc, "doctor")
+                if schema == "dlrig.doctor"
+                else _doctor_of_snapshot(doc)
+            )
             out["verdicts"] += judge.from_doctor(doctor)
             out["doctor"].append(_doctor_section(label, doctor))
         elif schema == "dlrig.bench":
-            bench = _bench_of(doc)
+            bench = _typed(BenchReport.from_dict, doc, "bench")
             out["verdicts"] += judge.from_bench(bench.results)
             out["bench"].append(_bench_section(label, bench))
         elif schema == "dlrig.fit":
