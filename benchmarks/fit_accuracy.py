@@ -4,8 +4,9 @@ benchmarks/data/measured_training.csv holds measured figures from public tables 
 DeepLearningExamples, Lambda's GPU benchmarks, timm, MosaicML llm-foundry, torchtitan, LitGPT,
 torchtune, Unsloth, …), one source and date per row, and in `settings` the run's configuration
 in dlrig's words (preset or config, sequence, precision, optimizer, strategy, …). Rows dlrig
-cannot express (MXNet, torch.compile, Float8, tensor/pipeline parallelism, time-to-train) are
-listed as skipped with the reason.
+cannot express (MXNet, tensor/pipeline/context parallelism, time-to-train) are
+listed as skipped with the reason. torch.compile and Float8 rows (torchtitan) are predicted with
+`compile=` and `fp8=1`.
 
     python benchmarks/fit_accuracy.py                 # in-sample, held-out, 5-fold, leave-one-family-out
     python benchmarks/fit_accuracy.py --calibrate     # fit the constants on the non-held-out rows
@@ -26,6 +27,7 @@ import argparse
 import csv
 import hashlib
 import math
+import re
 import statistics
 import sys
 import time
@@ -198,6 +200,9 @@ def map_row(row: dict[str, str]) -> Case | str:
         keep_grads=s.get("keep_grads") == "1",
         attention=s.get("attention", "sdpa"),
         optimizer_impl=s.get("optimizer_impl", "foreach"),
+        compile=s.get("compile", "none"),
+        fp8=s.get("fp8") == "1",
+        loss_chunks=integer("loss_chunks") or 0,
         search_max_batch=False,
         advise=False,
     )
@@ -244,6 +249,7 @@ def prepared(case: Case) -> tuple[Any, Any]:
                 "interconnect",
                 "channels_last",
                 "keep_grads",
+                "fp8",
             )
         },
     )
@@ -326,17 +332,65 @@ def calibrate(
     return current, edges
 
 
-def cross_validated(cases: Sequence[Case], groups: Sequence[Sequence[Case]]) -> float:
-    """Median |error| of each group predicted with constants fitted on the other groups."""
-    out: list[float] = []
+def cross_validated(
+    cases: Sequence[Case], groups: Sequence[Sequence[Case]]
+) -> tuple[float, dict[int, float]]:
+    """Median |error| of each group predicted with constants fitted on the other groups, and
+    each case's out-of-group error (by id)."""
+    out: dict[int, float] = {}
     for group in groups:
         if not group:
             continue
         left = {id(c) for c in group}
         train = [c for c in cases if id(c) not in left]
         constants, _ = calibrate(train, rounds=2, quiet=True)
-        out.extend(e for e, _, _ in errors(group, constants))
-    return statistics.median(out) if out else 0.0
+        out.update((id(c), e) for e, c, _ in errors(group, constants))
+    return (statistics.median(out.values()) if out else 0.0), out
+
+
+CATEGORIES = ("LoRA/QLoRA", "FSDP/ZeRO", "compile/FP8", "LLM, other", "vision/BERT/T5")
+
+
+def category(case: Case) -> str:
+    """The kind of run a row is, for the per-category figures (issue 24 names these)."""
+    o = case.options
+    if o.lora or o.qlora:
+        return "LoRA/QLoRA"
+    if o.compile != "none" or o.fp8:
+        return "compile/FP8"
+    if o.strategy != "ddp" and o.gpus > 1:
+        return "FSDP/ZeRO"
+    traced, _ = prepared(case)
+    return "LLM, other" if traced.workload.task == "causal_lm" else "vision/BERT/T5"
+
+
+def by_category(
+    cases: Sequence[Case], constants: dict[str, float] | None, kfold: dict[int, float]
+) -> dict[str, float]:
+    """Print median |error| per category and kind: in-sample, held-out and 5-fold (the
+    out-of-fold error of every row); return the held-out medians as summary keys."""
+    print("\nper category, median |error| (rows): in-sample | held-out | 5-fold (all rows)")
+    found = {id(c): e for e, c, _ in errors(cases, constants)}
+    summary: dict[str, float] = {}
+    for kind in ("throughput", "memory"):
+        for name in CATEGORIES:
+            rows = [c for c in cases if c.kind == kind and category(c) == name]
+            if not rows:
+                continue
+            cells = []
+            for side in (False, True):
+                picked = [found[id(c)] for c in rows if held_out(c.row) == side]
+                cells.append(
+                    f"{statistics.median(picked):6.1%} ({len(picked):3d})" if picked else " " * 12
+                )
+            folds = [kfold[id(c)] for c in rows if id(c) in kfold]
+            cells.append(f"{statistics.median(folds):6.1%}" if folds else "")
+            print(f"  {kind:10} {name:15} " + " | ".join(cells))
+            held = [found[id(c)] for c in rows if held_out(c.row)]
+            if held:
+                key = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+                summary[f"{kind}_held_out_{key}"] = statistics.median(held)
+    return summary
 
 
 def report(label: str, rows: list[tuple[float, Case, float]], worst: int = 6) -> float:
@@ -533,15 +587,19 @@ def main() -> None:
         errors(parts.get("memory_train", []) + parts.get("memory_held_out", []), constants),
         worst=0,
     )
+    kfold: dict[int, float] = {}
     if not args.skip_cv:
         throughput = [c for c in cases if c.kind == "throughput"]
         folds = [[c for c in throughput if fold(c.row) == k] for k in range(5)]
         families = sorted({c.family for c in throughput})
-        summary["throughput_kfold5"] = cross_validated(throughput, folds)
-        summary["throughput_leave_one_family_out"] = cross_validated(
+        summary["throughput_kfold5"], kfold = cross_validated(throughput, folds)
+        summary["throughput_leave_one_family_out"], _ = cross_validated(
             throughput, [[c for c in throughput if c.family == f] for f in families]
         )
         print(f"\n5-fold and leave-one-family-out ({', '.join(families)}): refitted per fold")
+        # memory has no fitted constant: a row's 5-fold error is its error
+        kfold.update((id(c), e) for e, c, _ in errors([c for c in cases if c.kind == "memory"]))
+    summary.update(by_category(cases, constants, kfold))
     served = load_inference()
     inference_train = [c for c in served if not held_out(c.row)]
     inference_test = [c for c in served if held_out(c.row)]

@@ -5,7 +5,8 @@
 Targets (issue 11, 2-core machine): llama3-70b with FSDP traced in ≤ 30 s and ≤ 2 GB peak RSS;
 llama3-8b at seq 8192 ≤ 60 s; a config estimate with --analytic in < 1 s, as instant as
 `accelerate estimate-memory`. Issue 24: the largest-batch search must not multiply the trace
-time, so a QLoRA estimate runs with and without it (`max_batch_search_ratio`). accelerate's command checks the Hub first (no network here), so
+time, so a QLoRA estimate runs with and without it (`max_batch_search_ratio`); the same 8B
+traced as torch.compile runs it (`--compile --fp8`) shows what the compile pass costs. accelerate's command checks the Hub first (no network here), so
 the reference runs what that command runs after the check: an empty model from the same
 config.json under `init_empty_weights` and `calculate_maximum_sizes`, in a fresh process.
 Each command runs in its own process. The last line is the key=value summary.
@@ -53,6 +54,23 @@ CASES = [
             "--grad-checkpointing",
             "--gpu",
             "h100-sxm5-80gb",
+        ],
+        60.0,
+        3.0,
+    ),
+    (
+        "llama3-8b-compile",
+        [
+            "llama3-8b",
+            "--seq-len",
+            "8192",
+            "--batch-size",
+            "1",
+            "--grad-checkpointing",
+            "--gpu",
+            "h100-sxm5-80gb",
+            "--compile",
+            "--fp8",
         ],
         60.0,
         3.0,

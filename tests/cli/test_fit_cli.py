@@ -147,6 +147,8 @@ def test_bad_input_exits_2_with_one_line(run_dlrig):
         ["gpt2", "--gpu", "a100", "--gpus", "16", "--network-gbps", "-5"],
         ["gpt2", "--gpu", "a100", "--lora", "8", "--lora-dropout", "1.5"],
         ["gpt2", "--gpu", "a100", "--lora", "8", "--no-double-quant"],
+        ["gpt2", "--gpu", "a100", "--fp8"],
+        ["gpt2", "--gpu", "h100", "--compile", "--compile-blocks"],
     ):
         done = run_dlrig("fit", *args, "--no-max-batch")
         assert done.returncode == 2, done.stdout
@@ -199,3 +201,19 @@ def test_the_issues_70b_fsdp_command_fits(dlrig_here):
     default = dlrig_here(*command)
     assert "precision amp-bf16 (default for FSDP/ZeRO: fp32 master weights" in default.stdout
     assert "Accelerate" in default.stdout
+
+
+def test_compile_alone_means_the_whole_model_and_options_go_anywhere(dlrig_here):
+    common = ["--gpu", "h100", "--batch-size", "2", "--seq-len", "256", "--json", "--no-max-batch"]
+    whole = dlrig_here("fit", "--compile", "gpt2", *common)
+    blocks = dlrig_here("fit", "gpt2", *common, "--compile-blocks", "--fp8")
+    eager = dlrig_here("fit", "gpt2", *common)
+    for done in (whole, blocks, eager):
+        assert done.returncode == 0, done.stderr
+    whole_doc, blocks_doc, eager_doc = (json.loads(d.stdout) for d in (whole, blocks, eager))
+    assert whole_doc["setup"]["compile"] == "model" and whole_doc["setup"]["fp8"] is False
+    assert blocks_doc["setup"]["compile"] == "blocks" and blocks_doc["setup"]["fp8"] is True
+    assert eager_doc["setup"]["compile"] == "none"
+    activations = [d["memory"]["breakdown"]["activations"] for d in (whole_doc, eager_doc)]
+    assert activations[0] < activations[1]
+    assert any("torch.compile of the whole model" in a for a in whole_doc["assumptions"])

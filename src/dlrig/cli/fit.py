@@ -158,6 +158,31 @@ EPILOG = (
     default=True,
     help="FSDP accumulation without gradient sync: unsharded gradients kept, one reduce-scatter per step.",
 )
+@click.option(
+    "--compile",
+    "compile_model",
+    is_flag=True,
+    help="torch.compile the whole model and loss (HF Trainer's torch_compile): fused "
+    "memory-bound kernels, pointwise results recomputed in backward.",
+)
+@click.option(
+    "--compile-blocks",
+    is_flag=True,
+    help="torch.compile each repeated block and the loss, the head eager (torchtitan).",
+)
+@click.option(
+    "--loss-chunks",
+    type=int,
+    default=0,
+    metavar="N",
+    help="Chunked cross-entropy (torchtune's CEWithChunkedOutputLoss, 8 in its recipes): the "
+    "output projection and the fp32 loss in N chunks of the sequence.",
+)
+@click.option(
+    "--fp8",
+    is_flag=True,
+    help="Float8 linear layers (torchao float8, Transformer Engine): their matmuls at the FP8 peak.",
+)
 @click.option("--inference", is_flag=True, help="Serving: weights, KV cache, GPUs, tokens/s.")
 @click.option(
     "--weights",
@@ -224,10 +249,17 @@ def fit_command(**params: Any) -> None:
         raise InputError(
             "no model given", fix="dlrig fit MODEL or --config PATH (see dlrig fit --list-presets)"
         )
+    compile_model, compile_blocks = params.pop("compile_model"), params.pop("compile_blocks")
+    if compile_model and compile_blocks:
+        raise InputError(
+            "--compile and --compile-blocks both given",
+            fix="keep --compile (the whole model) or --compile-blocks (its blocks and loss)",
+        )
     options = options_from(
         fit.Options,
         params,
         model=model or str(config_path),
+        compile="blocks" if compile_blocks else "model" if compile_model else "none",
         config=config_path,
         search_max_batch=not params.pop("no_max_batch"),
         kbit_prepare=not params.pop("no_kbit_prepare"),

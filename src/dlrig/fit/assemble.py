@@ -36,6 +36,9 @@ def setup_dict(traced: TracedWorkload, ctx: Context, batch: int) -> dict[str, An
         "lora_rank": o.lora,
         "qlora_rank": o.qlora,
         "offload": o.offload,
+        "compile": o.compile,
+        "fp8": o.fp8,
+        "loss_chunks": o.loss_chunks,
     }
 
 

@@ -119,9 +119,24 @@ def assumptions(
         f"computing kernel, ≥ {fitted['min_kernel_us']:g} µs per operator (fitted on "
         "benchmarks/data/measured_training.csv without its held-out rows)"
     )
-    out.append(
-        "eager PyTorch: no torch.compile fusion, no CUDA graphs; data loading keeps up with the GPU"
-    )
+    out.append(_compile_line(o.compile) + "; data loading keeps up with the GPU")
+    if o.loss_chunks:
+        out.append(
+            f"chunked cross-entropy (--loss-chunks {o.loss_chunks}, torchtune's "
+            "CEWithChunkedOutputLoss): the output projection over the sequence in "
+            f"{o.loss_chunks} chunks, each chunk's logits upcast to fp32 for its own loss"
+        )
+    if o.fp8:
+        setup = time_setup(ctx)
+        out.append(
+            f"Float8 linears (--fp8, torchao float8 / Transformer Engine, dynamic tensorwise "
+            f"scaling): 16-bit matmuls of forward and backward at the FP8 peak, "
+            f"{fitted['tensor_core_efficiency']:.2f}× its measured ceiling "
+            f"({setup.fp8_mamf_ratio:.2f}× dense FP8 peak), the output projection included; "
+            "each operand's amax and cast add memory traffic"
+            + (" fused into the kernel that made it" if o.compile != "none" else " and two kernels")
+            + "; memory as bf16 (high-precision inputs saved for backward)"
+        )
     if o.gpus > 1:
         setup = time_setup(ctx)
         out.append(
@@ -152,3 +167,19 @@ def assumptions(
             + ")"
         )
     return out
+
+
+def _compile_line(scope: str) -> str:
+    if scope == "none":
+        return "eager PyTorch: no torch.compile fusion, no CUDA graphs"
+    what = (
+        "the whole model and loss (--compile)"
+        if scope == "model"
+        else "each repeated block and the loss; embedding, final norm and output projection "
+        "eager (--compile-blocks, torchtitan)"
+    )
+    return (
+        f"torch.compile of {what}: consecutive memory-bound operators timed as one kernel "
+        "(inputs read once, only what outlives it written); pointwise results recomputed in "
+        "backward instead of saved, as AOTAutograd's min-cut partitioner does; no CUDA graphs"
+    )

@@ -76,6 +76,12 @@ def resolve(traced: TracedWorkload, machine: Any, changes: dict[str, Any]) -> Co
             fix="trace with that --optimizer",
         )
     target = hardware.target(options.gpu, machine)
+    if options.fp8 and not hardware.has(target.spec, "fp8"):
+        spec = target.spec
+        raise InputError(
+            f"--fp8: {spec.id} ({spec.architecture}) has no fp8 tensor cores",
+            fix="drop --fp8, or choose a GPU that has them (Ada, Hopper, Blackwell, MI300)",
+        )
     precision, why = hardware.resolve_precision(
         options.precision, target.spec, traced.precision, sharded_full(options)
     )
@@ -144,6 +150,7 @@ def convolutional(traced: TracedWorkload) -> bool:
 def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeSetup:
     table = calibration()
     ratios = table["mamf_ratio"]
+    fp8_ratios = table["mamf_ratio_fp8"]
     o = ctx.options
     return TimeSetup(
         precision=ctx.precision,
@@ -158,6 +165,9 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
         offload=o.offload,
         channels_last=o.channels_last,
         grad_sync=o.grad_sync,
+        fp8=o.fp8,
+        fp8_mamf_ratio=float(fp8_ratios.get(ctx.spec.id, fp8_ratios["default"])),
+        compiled=o.compile != "none",
     )
 
 

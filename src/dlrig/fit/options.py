@@ -55,6 +55,8 @@ ACTIVATIONS: tuple[Activations, ...] = typing.get_args(Activations)
 OptimizerImpl = Literal["foreach", "for-loop", "fused"]
 OPTIMIZER_IMPLS: tuple[OptimizerImpl, ...] = typing.get_args(OptimizerImpl)
 Interconnect = Literal["nvlink", "pcie"]
+Compile = Literal["none", "model", "blocks"]
+COMPILES: tuple[Compile, ...] = typing.get_args(Compile)
 
 # Fields that change the trace; everything else is evaluation.
 WORKLOAD_FIELDS = (
@@ -81,6 +83,8 @@ WORKLOAD_FIELDS = (
     "inference",
     "weights",
     "context",
+    "compile",
+    "loss_chunks",
 )
 
 
@@ -112,6 +116,7 @@ class SetupChanges(TypedDict, total=False):
     keep_grads: bool
     optimizer_in_backward: bool
     grad_sync: bool
+    fp8: bool
 
 
 # Beyond these a number is a typo, not a plan (and would overflow the time model's floats).
@@ -128,6 +133,7 @@ LIMITS = {
     "qlora": (1, 65_536),
     "context": (1, 10_000_000),
     "prefetch": (0, 16),
+    "loss_chunks": (0, 4096),
 }
 FLOAT_LIMITS = {
     "epochs": (1e-6, 1e6),
@@ -198,6 +204,16 @@ class Options:
     # FSDP2 accumulation: False keeps unsharded gradients over the micro-batches and
     # reduce-scatters once (set_requires_gradient_sync(False)); True reduces every micro-batch
     grad_sync: bool = True
+    # torch.compile (inductor): memory-bound operators fused, pointwise results recomputed in
+    # backward instead of saved (fit/compiled.py). "model": the whole forward and loss (HF
+    # Trainer's torch_compile); "blocks": each repeated block, head and loss eager (torchtitan)
+    compile: Compile = "none"
+    # torchtune's chunked cross-entropy: the output projection and the fp32 loss in this many
+    # chunks of the sequence (its recipes use 8); 0 is the model's own loss
+    loss_chunks: int = 0
+    # Float8 training of the linear layers (torchao float8 with dynamic tensorwise scaling,
+    # Transformer Engine): their matmuls at the GPU's FP8 tensor-core peak, plus the casts
+    fp8: bool = False
 
     def workload_key(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in WORKLOAD_FIELDS)
@@ -221,6 +237,7 @@ def check(options: Options) -> None:
     _choice(options.optimizer, OPTIMIZERS, "--optimizer")
     _choice(options.strategy, STRATEGIES, "--strategy")
     _choice(options.grad_checkpointing, CHECKPOINTING, "--grad-checkpointing")
+    _choice(options.compile, COMPILES, "--compile")
     _choice(options.offload, OFFLOAD, "--offload")
     known = options.weights is None or options.weights in WEIGHT_FORMATS
     if not known and bits_per_weight(options.weights or "") is None:
@@ -318,6 +335,17 @@ def _check_combinations(options: Options) -> None:
             "--grad-accum 2 or more over --gpus 2 or more",
             fix="add --grad-accum and --gpus, or drop --no-grad-sync",
         )
+    if options.fp8 and (options.lora or options.qlora):
+        raise InputError(
+            "--fp8 converts the trained linear layers to Float8 (torchao, Transformer Engine); "
+            "a LoRA or QLoRA base is frozen in 16 or 4 bits",
+            fix="drop --fp8, or drop --lora/--qlora",
+        )
+    if options.fp8 and options.precision in ("fp32", "tf32", "amp-fp16", "fp16"):
+        raise InputError(
+            f"--fp8 trains the other layers in bf16, not --precision {options.precision}",
+            fix="use --precision amp-bf16 (or bf16), or drop --fp8",
+        )
     if options.inference:
         training_only = {
             "optimizer": "adamw",
@@ -330,6 +358,8 @@ def _check_combinations(options: Options) -> None:
             "lora": None,
             "qlora": None,
             "offload": "none",
+            "fp8": False,
+            "loss_chunks": 0,
         }
         for name, default in training_only.items():
             if getattr(options, name) != default:

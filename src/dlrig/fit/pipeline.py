@@ -93,6 +93,7 @@ def estimate(options: Options, machine: Any = None) -> FitResult:
             "keep_grads",
             "optimizer_in_backward",
             "grad_sync",
+            "fp8",
             "search_max_batch",
             "advise",
         )

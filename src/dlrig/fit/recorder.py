@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,10 @@ from dlrig.fit.tracedata import DTYPE_CODES, KIND_CODES, PHASE_CODES, OpTable
 
 _CONV = ("aten.convolution", "aten.convolution_backward", "aten._convolution")
 _ATTENTION = (attention.FORWARD, attention.BACKWARD)
+_COMPUTE = (KIND_CODES["matmul"], KIND_CODES["conv"], KIND_CODES["attention"])
+# Scatters write into a whole materialised buffer: inductor runs them as kernels of their own
+# (cross-entropy's backward writes its full fp32 gradient this way), never fused away.
+_SCATTERS = ("scatter", "index_put", "index_add", "nll_loss_backward", "embedding_dense_backward")
 _VIEW_SUFFIXES = (
     "view",
     "_unsafe_view",
@@ -53,6 +57,22 @@ class Allocation:
     end: int | None = None
     category: str = "other"
     weight_copy: bool = False  # a cast of a parameter (autocast's weight copies)
+    # provenance, kept only when tracing for torch.compile (fit/compiled.py reads it)
+    index: int = -1
+    pointwise: bool = False  # made by a memory-bound operator that is not a reduction
+    inputs: tuple[int, ...] = ()  # indices of the allocations the operator read
+    to_compute: bool = False  # read by a matmul, convolution or attention operator
+
+
+@dataclass
+class FusedGroup:
+    """Consecutive memory-bound operators of one phase: one kernel under torch.compile."""
+
+    row: int  # its entry in the operator table
+    phase: str
+    reads: dict[int, int] = field(default_factory=dict)  # storage key -> bytes read from outside
+    outputs: list[Allocation] = field(default_factory=list)
+    last_event: int = 0
 
 
 class _OpLog:
@@ -104,6 +124,12 @@ class Recorder(TorchDispatchMode):
         self.log = _OpLog()
         self.param_keys: set[int] = set()
         self.preexisting: set[int] = set()  # storages made before the step: never allocations
+        # torch.compile: memory-bound operators fuse into one entry per run of them, and every
+        # allocation keeps where it came from (fit/compiled.py decides what is saved)
+        self.fuse = False
+        self.fusing = True  # off outside the compiled region (torchtitan compiles blocks only)
+        self.groups: list[FusedGroup] = []
+        self._open: FusedGroup | None = None
 
     @contextlib.contextmanager
     def in_phase(self, phase: str) -> Iterator[None]:
@@ -129,21 +155,44 @@ class Recorder(TorchDispatchMode):
             and source is not None
             and source.untyped_storage()._cdata in self.param_keys
         )
+        made: list[Allocation] = []
         for tensor in outputs:
             storage = tensor.untyped_storage()
             key = storage._cdata
             if key in self.live or key in self.preexisting:
                 continue  # a view of a tensor that already existed (parameters, inputs)
-            allocation = Allocation(storage.nbytes(), self.phase, self.event, weight_copy=cast)
+            allocation = Allocation(
+                storage.nbytes(),
+                self.phase,
+                self.event,
+                weight_copy=cast,
+                index=len(self.allocations),
+            )
             self.live[key] = allocation
             self.allocations.append(allocation)
+            made.append(allocation)
             weakref.finalize(storage, self._free, key)
         if self.phase in PHASE_CODES:
-            self._cost(func, args, kwargs, out, outputs)
+            self._cost(func, args, kwargs, out, outputs, made)
+        else:
+            self._close()
         return out
 
+    def _close(self) -> None:
+        """End the open fused kernel before the current operator: what died by then (even
+        after a metadata call such as prim.device) was read only inside it."""
+        if self._open is not None:
+            self._open.last_event = self.event - 1
+            self._open = None
+
     def _cost(
-        self, func: Any, args: Any, kwargs: Any, out: Any, outputs: list[torch.Tensor]
+        self,
+        func: Any,
+        args: Any,
+        kwargs: Any,
+        out: Any,
+        outputs: list[torch.Tensor],
+        made: list[Allocation],
     ) -> None:
         packet = getattr(func, "_overloadpacket", None)
         name = str(packet) if packet is not None else str(func)
@@ -180,4 +229,62 @@ class Recorder(TorchDispatchMode):
         else:
             kind = KIND_CODES["memory"]
         nchw = kind == KIND_CODES["conv"] and _nchw(first)
+        if self.fuse:
+            self._provenance(kind, name, inputs, outputs, made)
+            if kind == KIND_CODES["memory"] and self.fusing and not name.endswith(_SCATTERS):
+                self._fuse(name, inputs, made, _dtype_code(first))
+                return
+            self._close()
         self.log.add(name, PHASE_CODES[self.phase], kind, _dtype_code(first), nchw, flops, traffic)
+
+    def _provenance(
+        self,
+        kind: int,
+        name: str,
+        inputs: list[torch.Tensor],
+        outputs: list[torch.Tensor],
+        made: list[Allocation],
+    ) -> None:
+        read = [
+            self.live[k] for k in {t.untyped_storage()._cdata for t in inputs} if k in self.live
+        ]
+        if kind in _COMPUTE:
+            for allocation in read:
+                allocation.to_compute = True
+        largest_in = max((t.numel() for t in inputs), default=0)
+        largest_out = max((t.numel() for t in outputs), default=0)
+        # A reduction's output (norm statistics, softmax) is saved, not recomputed: inductor's
+        # partitioner bans recomputing reductions (functorch config ban_recompute_reductions).
+        reduces = largest_out < largest_in or "softmax" in name or name.endswith(_SCATTERS)
+        for allocation in made:
+            allocation.pointwise = kind == KIND_CODES["memory"] and not reduces and self.fusing
+            allocation.inputs = tuple(a.index for a in read)
+
+    def _fuse(
+        self, name: str, inputs: list[torch.Tensor], made: list[Allocation], dtype: int
+    ) -> None:
+        group = self._open
+        if group is not None and group.phase != self.phase:
+            self._close()
+            group = None
+        if group is None:
+            row = len(self.log.columns[0])
+            self.log.add(
+                "inductor.fused",
+                PHASE_CODES[self.phase],
+                KIND_CODES["memory"],
+                dtype,
+                False,
+                0.0,
+                0.0,
+            )
+            group = self._open = FusedGroup(row, self.phase)
+            self.groups.append(group)
+        inside = {id(a) for a in group.outputs}
+        for tensor in inputs:
+            key = tensor.untyped_storage()._cdata
+            if id(self.live.get(key)) in inside:
+                continue  # made by an earlier operator of the same kernel: never in memory
+            group.reads[key] = max(group.reads.get(key, 0), tensor.nbytes)
+        group.outputs.extend(made)
+        group.last_event = self.event  # until the next kernel closes it

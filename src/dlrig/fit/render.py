@@ -70,7 +70,9 @@ def render_text(result: FitResult, console: Any) -> None:
     console.print(
         f"batch {result.batch_size}/GPU{' ' + shape if shape else ''}, {setup['precision']}, {setup['optimizer']}, "
         f"checkpointing {setup['grad_checkpointing']}, accumulation {setup['grad_accum']}, "
-        f"{setup['gpus']} GPU(s) {setup['strategy']}",
+        f"{setup['gpus']} GPU(s) {setup['strategy']}"
+        + (f", torch.compile {setup['compile']}" if setup.get("compile", "none") != "none" else "")
+        + (", fp8 linears" if setup.get("fp8") else ""),
         style="dim",
     )
     console.print()

@@ -21,6 +21,7 @@ from torch.utils._pytree import tree_flatten
 
 from dlrig.fit.attention import fused_attention
 from dlrig.fit.autocast import cuda_cast_lists
+from dlrig.fit.compiled import apply as compile_pass
 from dlrig.fit.grouped import grouped_gemms
 from dlrig.fit.recorder import Recorder
 from dlrig.fit.tracedata import Trace, curves_of
@@ -64,6 +65,44 @@ def _blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
             ):
                 best = children
     return best
+
+
+def _compile_scope(recorder: Recorder, model: torch.nn.Module) -> list[Any]:
+    """Fuse only what torchtitan compiles: each repeated block, and the loss (compiled on its
+    own); the final norm and the output projection between them stay eager. Forward: from the
+    first block's start to the last one's end, then after the output projection. Backward:
+    the loss's backward, until the gradient of the logits, then the blocks' from the gradient
+    of the last block's output on (the embedding's backward after them is small).
+    Checkpointing runs the blocks' forward again in backward: only the first forward counts."""
+    blocks = _blocks(model)
+    if not blocks:
+        return []
+    recorder.fusing = False
+    seen: set[str] = set()
+
+    def switch(on: bool) -> Callable[[torch.Tensor], None]:
+        def hook(grad: torch.Tensor) -> None:
+            recorder.fusing = on
+
+        return hook
+
+    def once(name: str, on: bool, output: Any = None, then: bool | None = None) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        recorder.fusing = on
+        first = next((t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)), None)
+        if then is not None and first is not None and first.requires_grad:
+            first.register_hook(switch(then))
+
+    hooks = [
+        blocks[0].register_forward_pre_hook(lambda m, a: once("enter", True)),
+        blocks[-1].register_forward_hook(lambda m, a, out: once("leave", False, out, True)),
+    ]
+    head = getattr(model, "get_output_embeddings", lambda: None)()
+    if isinstance(head, torch.nn.Module):
+        hooks.append(head.register_forward_hook(lambda m, a, out: once("head", True, out, False)))
+    return hooks
 
 
 def _bytes(params: list[torch.nn.Parameter], trainable: bool) -> int:
@@ -122,12 +161,18 @@ def trace_step(
     autocast_dtype: torch.dtype | None,
     call: Callable[[torch.nn.Module, dict[str, Any]], Any] = lambda model, inputs: model(**inputs),
     backward: bool = True,
+    compiled: str = "none",
 ) -> Trace:
     """Run forward, backward and one optimizer step on fake tensors and record everything.
 
-    With `backward=False` (inference) only a no-grad forward runs.
+    With `backward=False` (inference) only a no-grad forward runs. With `compiled` "model" the
+    step is recorded as torch.compile runs it (fit/compiled.py: fused memory-bound kernels,
+    pointwise results recomputed in backward rather than saved); "blocks" compiles only the
+    repeated blocks (torchtitan's per-block compile): the head and the loss stay eager.
     """
     recorder = Recorder()
+    recorder.fuse = compiled != "none"
+    hooks = _compile_scope(recorder, model) if compiled == "blocks" else []
     params = [p for p in model.parameters() if p.requires_grad]
     recorder.param_keys = {p.untyped_storage()._cdata for p in model.parameters()}
     spans: dict[str, tuple[int, int]] = {}
@@ -183,11 +228,16 @@ def trace_step(
             allocation.category = "backward_temp"
         elif allocation.phase == "optimizer":
             allocation.category = "optimizer_temp"
+    for hook in hooks:
+        hook.remove()
+    ops = recorder.log.table()
+    if recorder.fuse:
+        compile_pass(recorder.allocations, recorder.groups, spans["forward"][1], ops.traffic)
     return Trace(
         grad_bytes=grad_bytes,
         state_bytes=state_bytes,
         events=recorder.event,
-        ops=recorder.log.table(),
+        ops=ops,
         curves=curves_of(recorder.allocations, recorder.event),
         phase_spans=spans,
         **sizes(model),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dlrig.fit.sharding import Plan, Sizes, compute_bytes, shard_count
-from dlrig.fit.tracedata import DTYPE_CODES, KIND_CODES
+from dlrig.fit.tracedata import DTYPE_CODES, KIND_CODES, PHASE_CODES
 from dlrig.knowledge.gpus import GpuSpec
 
 if TYPE_CHECKING:
@@ -43,6 +43,9 @@ class TimeSetup:
     offload: str = "none"
     channels_last: bool = False
     grad_sync: bool = True  # False: FSDP reduce-scatters once per step, not per micro-batch
+    fp8: bool = False  # Float8 linears: 16-bit matmuls of forward and backward at the FP8 peak
+    fp8_mamf_ratio: float = 0.735
+    compiled: bool = False  # torch.compile: FP8 casts fuse into the kernels that feed them
 
 
 @dataclass(frozen=True)
@@ -172,22 +175,57 @@ def _op_times(trace: Trace, spec: GpuSpec, setup: TimeSetup) -> tuple[np.ndarray
         setup.precision,
         setup.mamf_ratio,
         setup.channels_last,
+        setup.fp8,
+        setup.fp8_mamf_ratio,
+        setup.compiled,
         tuple(sorted(setup.calibration.items())),
     )
     if cached is not None and cached[0] == key:
         return cached[1]
     ops = trace.ops
+    peaks = _op_peaks(ops, spec, setup.precision)
+    mamf: np.ndarray | float = setup.mamf_ratio
+    fp8 = _fp8_ops(ops) if setup.fp8 and spec.fp8_tflops else None
+    if fp8 is not None:
+        peaks = np.where(fp8, float(spec.fp8_tflops or 0.0), peaks)
+        mamf = np.where(fp8, setup.fp8_mamf_ratio, setup.mamf_ratio)
+    bandwidth = spec.memory_bandwidth_gbs or 500.0
     seconds, bound = op_seconds(
-        ops,
-        _op_peaks(ops, spec, setup.precision),
-        spec.fp32_tflops or 1.0,
-        spec.memory_bandwidth_gbs or 500.0,
-        setup.mamf_ratio,
-        setup.calibration,
-        setup.channels_last,
+        ops, peaks, spec.fp32_tflops or 1.0, bandwidth, mamf, setup.calibration, setup.channels_last
     )
+    if fp8 is not None:
+        seconds = seconds + _fp8_casts(ops, fp8, bandwidth, setup)
     trace.__dict__["_times"] = (key, (seconds, bound))
     return seconds, bound
+
+
+# Bytes moved to give one FP8 matmul its operands, per byte of the matmul's own traffic
+# (operands ≈ half of it at training shapes). Dynamic tensorwise scaling reads each operand
+# once for its absolute maximum, then reads it again and writes its FP8 copy: 2.5 operand
+# bytes, 1.25 traffic bytes, in two extra kernels. Under torch.compile the maximum fuses into
+# the kernel that made the operand: 1.5 operand bytes, 0.75 traffic bytes, no extra launch.
+# Not fitted (four measured rows); benchmarks/fit_accuracy.py prints them.
+FP8_CAST_TRAFFIC = {False: 1.25, True: 0.75}
+FP8_CAST_KERNELS = {False: 2, True: 0}
+
+
+def _fp8_ops(ops: OpTable) -> np.ndarray:
+    """The matmuls Float8 training runs in FP8: 16-bit matmuls of forward and backward (the
+    linear layers; dlrig does not tell the output projection apart, which torchtitan keeps in
+    bf16: about 6% of an 8B model's matmul FLOPs)."""
+    return (
+        (ops.kind == KIND_CODES["matmul"])
+        & (ops.dtype <= DTYPE_CODES["float16"])
+        & (ops.phase <= PHASE_CODES["backward"])
+    )
+
+
+def _fp8_casts(ops: OpTable, fp8: np.ndarray, bandwidth_gbs: float, setup: TimeSetup) -> np.ndarray:
+    c = setup.calibration
+    bandwidth = bandwidth_gbs * 1e9 * min(1.0, c["memory_bandwidth_efficiency"])
+    seconds = ops.traffic * FP8_CAST_TRAFFIC[setup.compiled] / bandwidth
+    seconds = seconds + FP8_CAST_KERNELS[setup.compiled] * c["min_kernel_us"] * 1e-6
+    return np.where(fp8, seconds, 0.0)
 
 
 def bus_bandwidth_gbs(spec: GpuSpec, setup: TimeSetup, gpus: int | None = None) -> float:

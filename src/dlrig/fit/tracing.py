@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from dlrig.errors import InputError
@@ -120,6 +120,7 @@ def run_trace(workload: Workload, options: Options, batch: int, depth: int | Non
             make_optimizer(options.optimizer, options.optimizer_impl),
             autocast,
             call=workload.call,
+            compiled=options.compile,
         )
 
 
@@ -240,6 +241,20 @@ def _remember(key: tuple[object, ...], basis: Basis) -> None:
 
 def make_workload(options: Any) -> Workload:
     """The workload the options name: a preset, a config.json, a Hub id, or module:factory."""
+    workload = _named_workload(options)
+    chunks = getattr(options, "loss_chunks", 0)
+    if chunks:
+        if workload.task != "causal_lm":
+            raise InputError(
+                f"--loss-chunks splits a causal LM's output projection and loss; "
+                f"{options.model} is a {workload.task.replace('_', ' ')} model",
+                fix="drop --loss-chunks",
+            )
+        workload = replace(workload, loss_chunks=chunks)
+    return workload
+
+
+def _named_workload(options: Any) -> Workload:
     if options.config is not None:
         return hfconfig.config_workload(options.config, options)
     if ":" in options.model and "/" not in options.model.split(":")[0]:

@@ -51,8 +51,35 @@ class Workload:
         None  # the config's torch_dtype: how the checkpoint stores weights
     )
 
+    # torchtune's CEWithChunkedOutputLoss: the output projection in this many chunks of the
+    # sequence, each upcast to fp32 for its own cross-entropy (0: the model's own loss)
+    loss_chunks: int = 0
+
     def call(self, model: Any, inputs: dict[str, Any]) -> Any:
+        if self.loss_chunks:
+            return chunked_loss(model, inputs, self.loss_chunks)
         return model(*inputs.values()) if self.positional else model(**inputs)
+
+
+def chunked_loss(model: Any, inputs: dict[str, Any], chunks: int) -> dict[str, Any]:
+    """Cross-entropy as torchtune computes it with CEWithChunkedOutputLoss: the decoder's
+    hidden states split along the sequence, every chunk's logits made by the output layer
+    (all of them, as torchtune's model returns the list), then each chunk upcast to fp32 and
+    its summed cross-entropy added. A peft model is entered through its base model, whose
+    layers carry the adapters."""
+    import torch.nn.functional as F
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    ids = inputs["input_ids"]
+    hidden = base.get_decoder()(input_ids=ids).last_hidden_state
+    head = base.get_output_embeddings()
+    logits = [head(part) for part in hidden.chunk(chunks, dim=1)]
+    total = None
+    for part, labels in zip(logits, ids.chunk(chunks, dim=1), strict=True):
+        loss = F.cross_entropy(part.float().flatten(0, 1), labels.flatten(), reduction="sum")
+        total = loss if total is None else total + loss
+    assert total is not None
+    return {"loss": total / ids.numel()}
 
 
 def transformers_module() -> Any:

@@ -97,6 +97,7 @@ def _fit_options(workload: Workload, precision: str, batch: int | None, **more: 
         precision=precision,
         optimizer=workload.optimizer,
         grad_checkpointing=workload.grad_checkpointing,
+        compile=workload.compile,
         lora=workload.lora,
         qlora=workload.qlora,
         input_spec=workload.input_spec,

@@ -8,8 +8,8 @@ Compact syntax, one workload per argument:
     mypkg.models:make_model:input=x:float32[B,3,224,224],y:int64[B],dataset=50k
 
 MODEL is a fit preset, a `package.module:factory`, or a config.json path. Keys: name, batch
-(per GPU), global_batch, seq, image, precision, optimizer, strategy, checkpointing, lora or
-qlora (the adapter rank), input, epochs, dataset (samples), tokens, runs (per year) or every (day/week/month/quarter/year/Nd/Nw),
+(per GPU), global_batch, seq, image, precision, optimizer, strategy, checkpointing, compile
+(none, model or blocks: fit --compile), lora or qlora (the adapter rank), input, epochs, dataset (samples), tokens, runs (per year) or every (day/week/month/quarter/year/Nd/Nw),
 deadline (24h, 3d, 90m; a bare number is hours). Numbers take k, M, B/G and T suffixes.
 
 A YAML file (`dlrig plan workloads.yaml`) holds the same keys under `workloads:` (a list), and
@@ -27,8 +27,10 @@ from dlrig.errors import InputError
 from dlrig.extras import require
 from dlrig.fit.options import (
     CHECKPOINTING,
+    COMPILES,
     OPTIMIZERS,
     Checkpointing,
+    Compile,
     Optimizer,
     Precision,
     Strategy,
@@ -45,6 +47,7 @@ KEYS = (
     "optimizer",
     "strategy",
     "checkpointing",
+    "compile",
     "lora",
     "qlora",
     "input",
@@ -96,6 +99,7 @@ class Workload:
     optimizer: Optimizer = "adamw"
     strategy: Strategy | Literal["auto"] = "auto"  # auto: ddp, fsdp when ddp does not fit
     grad_checkpointing: Checkpointing = "none"
+    compile: Compile = "none"  # fit --compile
     lora: int | None = None  # LoRA rank (fit --lora)
     qlora: int | None = None  # QLoRA rank (fit --qlora)
     input_spec: str | None = None
@@ -123,6 +127,7 @@ class Workload:
             "optimizer": self.optimizer,
             "strategy": self.strategy,
             "grad_checkpointing": self.grad_checkpointing,
+            "compile": self.compile,
             "lora": self.lora,
             "qlora": self.qlora,
             "epochs": self.epochs,
@@ -268,6 +273,7 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
         optimizer=choice("optimizer", OPTIMIZERS, "adamw"),
         strategy=choice("strategy", STRATEGIES, "auto"),
         grad_checkpointing=choice("checkpointing", CHECKPOINTING, "none"),
+        compile=choice("compile", COMPILES, "none"),
         lora=integer("lora"),
         qlora=integer("qlora"),
         input_spec=values.get("input"),
