@@ -152,7 +152,12 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
         # activations, and "--gpus 1024 still over" is no advice.
         add(*scaled)
     larger = sorted(
-        (s for s in catalogue().devices if (s.memory_bytes or 0) >= memory.peak_bytes),
+        (
+            s
+            for s in catalogue().devices
+            if (s.memory_bytes or 0) >= memory.peak_bytes
+            and (s.fp8_tflops or not ctx.options.fp8)  # --fp8 is refused on the others
+        ),
         key=lambda s: (s.memory_bytes or 0, -(s.bf16_tflops or 0)),
     )
     if larger and memory.peak_bytes > limit:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
 from dlrig.fit import hardware, hfconfig
-from dlrig.fit.context import Context, sharded_full
+from dlrig.fit.context import Context, require_fp8, sharded_full
 from dlrig.fit.inference import kv_cache_bytes, weight_bytes
 from dlrig.fit.presets import presets
 from dlrig.fit.result import FitResult
@@ -75,6 +75,9 @@ def _result(
             "gpus": o.gpus,
             "strategy": o.strategy,
             "gpu": ctx.spec.id,
+            "compile": o.compile,
+            "fp8": o.fp8,
+            "loss_chunks": o.loss_chunks,
         },
         assumptions=(
             LABEL
@@ -176,6 +179,7 @@ def estimate_from_config(options: Any, machine: Any) -> FitResult:
         )
     counts = count_decoder(data)
     target = hardware.target(options.gpu, machine)
+    require_fp8(options, target.spec)
     if options.inference:
         precision, why = hardware.resolve_weights(options.weights, target.spec)
     else:

@@ -81,7 +81,7 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
     # model FLOPs: 3× forward for full training, what backward really does when weights are
     # frozen (LoRA); never more than the traced work, so MFU stays ≤ 100%
     model_flops = min(3 * phases.forward_flops, phases.forward_flops + phases.backward_flops)
-    peak = peak_used_tflops(traced.at(batch)[-1][1], ctx.spec, ctx.precision)
+    peak = peak_used_tflops(traced.at(batch)[-1][1], ctx.spec, ctx.precision, ctx.options.fp8)
     mfu = model_flops * o.grad_accum / timing.step_s / (peak * 1e12) if timing.step_s else None
     assert mfu is None or mfu <= 1.0 + 1e-9, "roofline times never beat the peak"
     global_plan = (

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import tomllib
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from importlib import resources
 from typing import Any
@@ -62,9 +63,27 @@ def _map_tensors(value: Any, cast: Callable[[Any], Any]) -> Any:
     return cast(value) if _eligible(value) else value
 
 
+# Autocast casts a trainable leaf (a weight) once per autocast region and reuses the copy
+# (at::autocast::cached_cast). Here a copy is reused while it is alive: a weight used twice in
+# a forward (torchtune's chunked output projection) is cast once, and a checkpointed layer,
+# whose copy was dropped, casts again when it recomputes (as CUDA does in its new region).
+_CASTS: dict[tuple[int, Any], tuple[weakref.ref[Any], weakref.ref[Any]]] = {}
+
+
+def _cached_cast(t: Any, dtype: Any) -> Any:
+    if not (t.is_leaf and t.requires_grad):
+        return t.to(dtype)
+    source, copy = _CASTS.get((id(t), dtype), (None, None))
+    made = copy() if copy is not None and source is not None and source() is t else None
+    if made is None:
+        made = t.to(dtype)
+        _CASTS[(id(t), dtype)] = (weakref.ref(t), weakref.ref(made))
+    return made
+
+
 def _cast_all(args: tuple[Any, ...], kwargs: dict[str, Any], dtype: Any) -> tuple[Any, Any]:
     def cast(t: Any) -> Any:
-        return t if t.dtype == dtype else t.to(dtype)
+        return t if t.dtype == dtype else _cached_cast(t, dtype)
 
     return (
         tuple(_map_tensors(a, cast) for a in args),
@@ -171,3 +190,4 @@ def cuda_cast_lists() -> Iterator[None]:
         yield
     finally:
         library._destroy()
+        _CASTS.clear()

@@ -16,7 +16,7 @@ kernel that reads its inputs once and writes only what outlives it.
 - A fused entry's traffic is the bytes it read from outside plus the bytes of its outputs that
   outlive it; an output that does not outlive it (forward or backward) is never in memory.
 
-`tests/unit/test_fit_compile.py` compares the saved bytes with the partitioner itself
+`tests/unit/test_fit_recipes.py` compares the saved bytes with the partitioner itself
 (torch.compile with AOTAutograd's min_cut_rematerialization_partition, run on CPU).
 """
 

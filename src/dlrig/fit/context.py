@@ -76,12 +76,7 @@ def resolve(traced: TracedWorkload, machine: Any, changes: dict[str, Any]) -> Co
             fix="trace with that --optimizer",
         )
     target = hardware.target(options.gpu, machine)
-    if options.fp8 and not hardware.has(target.spec, "fp8"):
-        spec = target.spec
-        raise InputError(
-            f"--fp8: {spec.id} ({spec.architecture}) has no fp8 tensor cores",
-            fix="drop --fp8, or choose a GPU that has them (Ada, Hopper, Blackwell, MI300)",
-        )
+    require_fp8(options, target.spec)
     precision, why = hardware.resolve_precision(
         options.precision, target.spec, traced.precision, sharded_full(options)
     )
@@ -91,6 +86,15 @@ def resolve(traced: TracedWorkload, machine: Any, changes: dict[str, Any]) -> Co
             fix=f"trace with --precision {precision}",
         )
     return Context(options, target.spec, target.memory_bytes, target.origin, precision, why)
+
+
+def require_fp8(options: Options, spec: GpuSpec) -> None:
+    """--fp8 needs FP8 tensor cores: one line naming the GPU, else nothing."""
+    if options.fp8 and not hardware.has(spec, "fp8"):
+        raise InputError(
+            f"--fp8: {spec.id} ({spec.architecture}) has no fp8 tensor cores",
+            fix="drop --fp8, or choose a GPU that has them (Ada, Hopper, Blackwell, MI300)",
+        )
 
 
 def sharded_full(options: Options) -> bool:

@@ -360,6 +360,7 @@ def _check_combinations(options: Options) -> None:
             "offload": "none",
             "fp8": False,
             "loss_chunks": 0,
+            "compile": "none",
         }
         for name, default in training_only.items():
             if getattr(options, name) != default:

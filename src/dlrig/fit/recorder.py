@@ -30,20 +30,28 @@ _COMPUTE = (KIND_CODES["matmul"], KIND_CODES["conv"], KIND_CODES["attention"])
 # Scatters write into a whole materialised buffer: inductor runs them as kernels of their own
 # (cross-entropy's backward writes its full fp32 gradient this way), never fused away.
 _SCATTERS = ("scatter", "index_put", "index_add", "nll_loss_backward", "embedding_dense_backward")
-_VIEW_SUFFIXES = (
-    "view",
-    "_unsafe_view",
-    "t",
-    "expand",
-    "permute",
-    "transpose",
-    "slice",
-    "select",
-    "as_strided",
-    "detach",
-    "alias",
-    "unsqueeze",
-    "squeeze",
+# Operators that only make a view (by the name after "aten."); is_view covers the rest. A name
+# is compared whole: a suffix test took cat, rsqrt, native_dropout, index_select and split for
+# views ("t", "select"), so they were never timed.
+_VIEWS = frozenset(
+    (
+        "view",
+        "_unsafe_view",
+        "t",
+        "expand",
+        "permute",
+        "transpose",
+        "slice",
+        "select",
+        "as_strided",
+        "detach",
+        "alias",
+        "unsqueeze",
+        "squeeze",
+        "view_as",
+        "expand_as",
+        "_reshape_alias",
+    )
 )
 # creating optimizer state happens once, not in a steady-state step
 _STATE_INIT = {"aten.zeros_like", "aten.zeros", "aten.empty_like", "aten.full_like", "aten.empty"}
@@ -196,7 +204,7 @@ class Recorder(TorchDispatchMode):
     ) -> None:
         packet = getattr(func, "_overloadpacket", None)
         name = str(packet) if packet is not None else str(func)
-        is_view = getattr(func, "is_view", False) or name.endswith(_VIEW_SUFFIXES)
+        is_view = getattr(func, "is_view", False) or name.rpartition(".")[2] in _VIEWS
         inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         flops = attention.op_flops(name, args)
         if flops is None:

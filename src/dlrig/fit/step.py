@@ -67,18 +67,35 @@ def _blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     return best
 
 
+def _block_lists(model: torch.nn.Module) -> list[list[torch.nn.Module]]:
+    """Every outermost list of repeated blocks (a T5's encoder and decoder blocks, a ResNet's
+    stages): ModuleLists and Sequentials of two or more modules with parameters, not inside
+    another such list. Unlike `_blocks` this does not depend on the traced depth."""
+    lists: list[list[torch.nn.Module]] = []
+    inside: set[int] = set()
+    for module in model.modules():
+        if id(module) in inside:
+            continue
+        if isinstance(module, torch.nn.ModuleList | torch.nn.Sequential) and len(module) > 1:
+            children = [c for c in module if any(True for _ in c.parameters())]
+            if len(children) > 1:
+                lists.append(children)
+                inside.update(id(m) for c in children for m in c.modules())
+    return lists
+
+
 def _compile_scope(recorder: Recorder, model: torch.nn.Module) -> list[Any]:
     """Fuse only what torchtitan compiles: each repeated block, and the loss (compiled on its
-    own); the final norm and the output projection between them stay eager. Forward: from the
-    first block's start to the last one's end, then after the output projection. Backward:
-    the loss's backward, until the gradient of the logits, then the blocks' from the gradient
-    of the last block's output on (the embedding's backward after them is small).
-    Checkpointing runs the blocks' forward again in backward: only the first forward counts."""
-    blocks = _blocks(model)
+    own); the embedding, final norm and output projection stay eager. In the forward, fusion
+    is on inside each block and after the output projection. In the backward (where
+    checkpointed blocks run their forward again: the hooks then change nothing) it follows the
+    gradients: off when the logits' gradient is made (the head's backward is eager), on when
+    a block's output gets its gradient (the blocks' backward; the embedding's backward after
+    them is small)."""
+    blocks = [block for group in _block_lists(model) for block in group]
     if not blocks:
         return []
     recorder.fusing = False
-    seen: set[str] = set()
 
     def switch(on: bool) -> Callable[[torch.Tensor], None]:
         def hook(grad: torch.Tensor) -> None:
@@ -86,22 +103,21 @@ def _compile_scope(recorder: Recorder, model: torch.nn.Module) -> list[Any]:
 
         return hook
 
-    def once(name: str, on: bool, output: Any = None, then: bool | None = None) -> None:
-        if name in seen:
+    def forward(on: bool, output: Any = None, then: bool | None = None) -> None:
+        if recorder.phase != "forward":
             return
-        seen.add(name)
         recorder.fusing = on
         first = next((t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)), None)
         if then is not None and first is not None and first.requires_grad:
             first.register_hook(switch(then))
 
-    hooks = [
-        blocks[0].register_forward_pre_hook(lambda m, a: once("enter", True)),
-        blocks[-1].register_forward_hook(lambda m, a, out: once("leave", False, out, True)),
-    ]
+    hooks = []
+    for block in blocks:
+        hooks.append(block.register_forward_pre_hook(lambda m, a: forward(True)))
+        hooks.append(block.register_forward_hook(lambda m, a, out: forward(False, out, True)))
     head = getattr(model, "get_output_embeddings", lambda: None)()
     if isinstance(head, torch.nn.Module):
-        hooks.append(head.register_forward_hook(lambda m, a, out: once("head", True, out, False)))
+        hooks.append(head.register_forward_hook(lambda m, a, out: forward(True, out, False)))
     return hooks
 
 

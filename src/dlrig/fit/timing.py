@@ -106,13 +106,17 @@ def _op_peaks(ops: OpTable, spec: GpuSpec, precision: str) -> np.ndarray:
     )
 
 
-def peak_used_tflops(trace: Trace, spec: GpuSpec, precision: str) -> float:
+def peak_used_tflops(trace: Trace, spec: GpuSpec, precision: str, fp8: bool = False) -> float:
     """The highest dense peak any traced operator is timed against: MFU's denominator, so that
-    MFU cannot pass 100% (fp32 runs count TF32 convolutions at TF32's peak)."""
+    MFU cannot pass 100% (fp32 runs count TF32 convolutions at TF32's peak, --fp8 runs the
+    FP8 peak)."""
     ops = trace.ops
     if not len(ops):
         return float(spec.fp32_tflops or 1.0)
-    used = _op_peaks(ops, spec, precision)[ops.flops > 0]
+    peaks = _op_peaks(ops, spec, precision)
+    if fp8 and spec.fp8_tflops:
+        peaks = np.where(_fp8_ops(ops), float(spec.fp8_tflops), peaks)
+    used = peaks[ops.flops > 0]
     return float(max(used.max(initial=0.0), spec.fp32_tflops or 1.0))
 
 
