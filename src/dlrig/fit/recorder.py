@@ -31,7 +31,7 @@ _COMPUTE = (KIND_CODES["matmul"], KIND_CODES["conv"], KIND_CODES["attention"])
 # (cross-entropy's backward writes its full fp32 gradient this way), never fused away.
 _SCATTERS = ("scatter", "index_put", "index_add", "nll_loss_backward", "embedding_dense_backward")
 # Operators that only make a view (by the name after "aten."); is_view covers the rest. A name
-# is compared whole: a suffix test took cat, rsqrt, native_dropout, index_select and split for
+# is compared whole: a suffix test took cat, rsqrt, native_dropout and index_select for
 # views ("t", "select"), so they were never timed.
 _VIEWS = frozenset(
     (
