@@ -11,6 +11,7 @@ listed as skipped with the reason. torch.compile and Float8 rows (torchtitan) ar
     python benchmarks/fit_accuracy.py                 # in-sample, held-out, 5-fold, leave-one-family-out
     python benchmarks/fit_accuracy.py --calibrate     # fit the constants on the non-held-out rows
     python benchmarks/fit_accuracy.py --list-held-out # the rows the rule holds out
+    python benchmarks/fit_accuracy.py --show torchtitan # every matching row: measured, predicted
 
 The held-out rows are fixed by the rule in benchmarks/data/fit_holdout.md (chosen 2026-12-01,
 before recalibration): whole GPU × workload × precision configurations, one in five by a stable
@@ -530,6 +531,18 @@ def report_inference(label: str, rows: list[tuple[float, InferenceCase, float]])
     return median
 
 
+def show(cases: Sequence[Case]) -> None:
+    """One line per case: held out or not, settings that matter, measured, predicted, error."""
+    for error, case, value in errors(cases):
+        r, o, unit = case.row, case.options, GIB if case.kind == "memory" else 1.0
+        print(
+            f"{'held out' if held_out(r) else 'in-sample'} | {r['gpu']} x{r['num_gpus']} | "
+            f"{r['model']} | compile={o.compile} fp8={int(o.fp8)} | {case.metric}: measured "
+            f"{case.measured / unit:.4g}, predicted {value / unit:.4g} "
+            f"({(value - case.measured) / case.measured:+.1%}, |error| {error:.1%})"
+        )
+
+
 def split(cases: Sequence[Case]) -> dict[str, list[Case]]:
     out: dict[str, list[Case]] = {}
     for case in cases:
@@ -545,6 +558,11 @@ def main() -> None:
     )
     parser.add_argument("--skip-cv", action="store_true", help="no k-fold / leave-one-family-out")
     parser.add_argument("--list-held-out", action="store_true", help="print the held-out rows")
+    parser.add_argument(
+        "--show",
+        metavar="TEXT",
+        help="print measured and predicted for every row whose source or model contains TEXT",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     cases, skipped, total = load()
@@ -555,6 +573,10 @@ def main() -> None:
                 print(
                     f"{r['gpu']} x{r['num_gpus']} | {r['model']} | {r['precision']} | {r['metric']}"
                 )
+        return
+    if args.show:
+        with store.use(TRACES):
+            show([c for c in cases if args.show in c.row["source"] + c.row["model"]])
         return
     print(f"{total} rows: {len(cases)} predicted")
     for reason, count in sorted(skipped.items(), key=lambda item: -item[1]):

@@ -25,6 +25,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "tests" / "data" / "hf_configs" / "qwen2.5-7b-instruct.json"
 
+LLAMA3_8B = [
+    "llama3-8b",
+    "--seq-len",
+    "8192",
+    "--batch-size",
+    "1",
+    "--grad-checkpointing",
+    "--gpu",
+    "h100-sxm5-80gb",
+]
 CASES = [
     (
         "llama3-70b-fsdp",
@@ -43,38 +53,8 @@ CASES = [
         30.0,
         2.0,
     ),
-    (
-        "llama3-8b",
-        [
-            "llama3-8b",
-            "--seq-len",
-            "8192",
-            "--batch-size",
-            "1",
-            "--grad-checkpointing",
-            "--gpu",
-            "h100-sxm5-80gb",
-        ],
-        60.0,
-        3.0,
-    ),
-    (
-        "llama3-8b-compile",
-        [
-            "llama3-8b",
-            "--seq-len",
-            "8192",
-            "--batch-size",
-            "1",
-            "--grad-checkpointing",
-            "--gpu",
-            "h100-sxm5-80gb",
-            "--compile",
-            "--fp8",
-        ],
-        60.0,
-        3.0,
-    ),
+    ("llama3-8b", LLAMA3_8B, 60.0, 3.0),
+    ("llama3-8b-compile", [*LLAMA3_8B, "--compile", "--fp8"], 60.0, 3.0),
     ("resnet50", ["resnet50", "--gpu", "a100-sxm4-80gb"], 10.0, 3.0),
     (
         "qlora-8b",
