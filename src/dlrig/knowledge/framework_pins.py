@@ -52,7 +52,9 @@ def pins_for(framework: str, version: str) -> tuple[Pin, ...]:
 
 
 def known_versions(framework: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(p.version for p in pins() if p.framework == framework))
+    """The releases in the table, oldest first (by version, not by the file's order)."""
+    found = dict.fromkeys(p.version for p in pins() if p.framework == framework)
+    return tuple(sorted(found, key=lambda v: Version.parse(v) or Version((0,))))
 
 
 def _clause(version: Version, op: str, bound_text: str) -> bool:
