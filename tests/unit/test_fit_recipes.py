@@ -258,6 +258,17 @@ def test_fp8_advice_offers_only_gpus_with_fp8():
         assert catalogue().resolve(gpu).fp8_tflops
 
 
+def test_advice_offers_chunked_loss_where_the_logits_matter():
+    """GPT-2's 50,257-token logits at 8 x 1,024 tokens (3 GiB in fp32, with their gradient)
+    on a 16 GB T4: chunking them is one remedy, at the peak `--loss-chunks 8` reports."""
+    run = {"gpu": "t4", "batch_size": 8, "seq_len": 1024}
+    result = _estimate(**run, advise=True)
+    assert not result.fits
+    (offer,) = [a for a in result.advice if "loss_chunks" in a.options]
+    assert offer.change == "--loss-chunks 8" and offer.fits
+    assert offer.memory_peak_bytes == _estimate(**run, loss_chunks=8).memory_peak_bytes
+
+
 def test_chunked_loss_casts_a_weight_once_under_autocast():
     """bf16 autocast over fp32 weights (GPT-2's default): the chunked output projection reuses
     one bf16 copy of its weight, as CUDA autocast's cast cache does, so chunking lowers the

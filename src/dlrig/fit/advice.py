@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 GPU_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 QLORA_RANK = 16
+LOSS_CHUNKS = 8  # torchtune's default for CEWithChunkedOutputLoss
 
 
 def _setup(
@@ -87,6 +88,8 @@ def _singles(traced: TracedWorkload, ctx: Context) -> list[dict[str, Any]]:
     if o.optimizer in ("adam", "adamw", "sgd", "sgd-momentum") and o.optimizer_impl != "fused":
         # torch.optim's fused step has no parameter-sized temporaries (the foreach step does)
         out.append({"optimizer_impl": "fused"})
+    if _logits_matter(traced, ctx):
+        out.append({"loss_chunks": LOSS_CHUNKS})
     if o.optimizer in ("adam", "adamw"):
         out.append({"optimizer": "adamw-8bit"})
         # QLoRA's answer to memory spikes: the state pages to the host instead of failing
@@ -96,6 +99,18 @@ def _singles(traced: TracedWorkload, ctx: Context) -> list[dict[str, Any]]:
     if o.gpus > 1 and o.strategy in ("ddp", "zero1", "zero2"):
         out.append({"strategy": "fsdp"})
     return out
+
+
+def _logits_matter(traced: TracedWorkload, ctx: Context) -> bool:
+    """A causal LM whose fp32 logits and their gradient (what chunked cross-entropy stops
+    holding at once) come to a twentieth of the GPU or more: a large vocabulary on long
+    sequences (Llama 3's 128,256 tokens at 8k are 4 GiB per sequence)."""
+    workload = traced.workload
+    if workload.task != "causal_lm" or ctx.options.loss_chunks or not workload.seq_len:
+        return False
+    vocab = int(getattr(workload.config, "vocab_size", 0) or 0)
+    logits = 2 * 4 * vocab * workload.seq_len * max(1, traced.batch)
+    return logits * 20 >= ctx.memory_bytes
 
 
 def _more_gpus(
@@ -174,6 +189,8 @@ _CHANGES_THE_SETUP = {"gpu", "gpus", "seq_len", "batch_size"}
 def _note(changes: dict[str, Any]) -> str:
     if str(changes.get("optimizer", "")).startswith("paged-"):
         return "its state pages to host RAM as needed"
+    if "loss_chunks" in changes:
+        return "torchtune's chunked cross-entropy: no whole-sequence fp32 logits"
     return ""
 
 
