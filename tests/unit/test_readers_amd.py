@@ -139,6 +139,41 @@ def test_amd_smi_metric_json_reads_as_quoted() -> None:
     assert gpu.utilization_gpu_percent is None  # -p asks for power only
 
 
+def test_amd_smi_static_json_reads_the_board_as_recorded() -> None:
+    # ROCm/device-metrics-exporter's recorded `amd-smi static --json` of an MI210
+    path = AMD / "amd-smi-static-mi210-device-metrics-exporter.json"
+    [raw] = json.loads(path.read_text())["gpu_data"]
+    [gpu] = readers.load(path).gpus or ()
+    assert (gpu.name, gpu.gfx_target) == (raw["asic"]["market_name"], "gfx90a")
+    assert gpu.memory_total_bytes == raw["vram"]["size"]["value"] * 2**20  # 65520 MB (MiB)
+    assert gpu.power_limit_watts == raw["limit"]["socket_power"]["value"]  # 300 W
+    assert (gpu.pcie.gen_max, gpu.pcie.width_max) == (4, raw["bus"]["max_pcie_width"])  # 16 GT/s
+    assert gpu.pcie.gen_current is None  # `static` holds the maximum only
+    assert gpu.ecc_mode_enabled is True  # ras.ecc_block_state: UMC ENABLED
+    assert gpu.ecc_errors.volatile_uncorrected is None  # counts are `metric`'s, not here
+    # an in-kernel amdgpu reports the kernel's banner, not a driver release: not taken as one
+    machine = readers.load(path)
+    assert machine.rocm is not None and machine.rocm.amdgpu_driver_version is None
+    assert raw["driver"]["version"].startswith("Linuxversion6.14")
+
+
+def test_amd_smi_process_json_reads_each_process_and_its_vram() -> None:
+    # ROCm/ROCm#5706: `amd-smi process --json`, two R9700, four python processes on each
+    path = AMD / "amd-smi-process-r9700-rocm720-issue5706.json"
+    document = json.loads(path.read_text())
+    gpus = readers.load(path).gpus or ()
+    assert [g.index for g in gpus] == [g["gpu"] for g in document] == [0, 1]
+    for gpu, raw in zip(gpus, document, strict=True):
+        listed = [p["process_info"] for p in raw["process_list"]]
+        assert [(p.pid, p.name) for p in gpu.processes or ()] == [
+            (p["pid"], p["name"]) for p in listed
+        ]
+        assert [p.used_memory_bytes for p in gpu.processes or ()] == [
+            p["memory_usage"]["vram_mem"]["value"]
+            for p in listed  # unit "B"
+        ]
+
+
 def test_another_vendors_capture_is_refused_where_it_cannot_apply() -> None:
     done = subprocess.run(
         [

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dlrig.machine.model import Gpu, Machine, Origin, Rocm
+from dlrig.machine.model import EccCounts, Gpu, GpuProcess, Machine, Origin, PcieLink, Rocm
 from dlrig.machine.readers.common import catalogue_id_for, parse_json, recorded_only_issues
 
 COMMAND = "amd-smi metric --json"
@@ -22,6 +22,8 @@ COMMAND = "amd-smi metric --json"
 # {"gpu_data": [...]} wrapper of newer releases.
 _OPENING = re.compile(r'^\s*(?:\[\s*\{[^{}\[\]]*?"gpu"\s*:|\{\s*"gpu_data"\s*:)')
 _SIZE_UNITS = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30}
+# PCIe transfer rate per lane (GT/s) -> generation
+_PCIE_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
 def looks_like(text: str) -> bool:
@@ -62,6 +64,55 @@ def _bytes(section: Mapping[str, Any], name: str) -> int | None:
     return round(number * _SIZE_UNITS.get(unit.upper() or "MB", 2**20))
 
 
+def _integer(section: Mapping[str, Any], name: str) -> int | None:
+    number = _first(section, name)
+    return None if number is None else int(number)
+
+
+def _gen(section: Mapping[str, Any], name: str) -> int | None:
+    number = _first(section, name)
+    return None if number is None else _PCIE_GEN.get(number)
+
+
+def _pcie(bus: Mapping[str, Any], pcie: Mapping[str, Any]) -> PcieLink:
+    """`static`'s bus section holds the link's maximum, `metric`'s pcie section what it runs at
+    now (an idle Radeon drops to 2.5 GT/s x8 and climbs under load)."""
+    return PcieLink(
+        gen_current=_gen(pcie, "speed"),
+        gen_max=_gen(bus, "max_pcie_speed"),
+        width_current=_integer(pcie, "width"),
+        width_max=_integer(bus, "max_pcie_width"),
+    )
+
+
+def _ecc_enabled(ras: Mapping[str, Any]) -> bool | None:
+    """`static`'s ras.ecc_block_state: ECC is on where any block (UMC is the memory) says so."""
+    states = ras.get("ecc_block_state")
+    if not isinstance(states, Mapping) or not states:
+        return None
+    said = {str(v).upper() for v in states.values()}
+    if "ENABLED" in said:
+        return True
+    return False if said <= {"DISABLED"} else None
+
+
+def _processes(raw: Mapping[str, Any]) -> tuple[GpuProcess, ...] | None:
+    """`amd-smi process --json`: process_list of {"process_info": {name, pid, memory_usage:
+    {vram_mem, gtt_mem, cpu_mem}}}; "No running processes detected" (a string) is none."""
+    listed = raw.get("process_list")
+    if listed is None:
+        return None
+    out = []
+    for entry in listed if isinstance(listed, list) else ():
+        info = entry.get("process_info") if isinstance(entry, Mapping) else None
+        if not isinstance(info, Mapping) or not isinstance(info.get("pid"), int):
+            continue
+        name = str(info.get("name") or "") or None
+        used = _bytes(_section(info, "memory_usage"), "vram_mem")
+        out.append(GpuProcess(pid=info["pid"], name=name, used_memory_bytes=used))
+    return tuple(out)
+
+
 def _gpu(position: int, raw: Mapping[str, Any]) -> Gpu:
     index = raw.get("gpu")
     index = index if isinstance(index, int) else position
@@ -70,6 +121,8 @@ def _gpu(position: int, raw: Mapping[str, Any]) -> Gpu:
     usage, power = _section(raw, "usage"), _section(raw, "power")
     temperature, memory = _section(raw, "temperature"), _section(raw, "mem_usage")
     edge, hotspot = _first(temperature, "edge"), _first(temperature, "hotspot")
+    ecc, limit = _section(raw, "ecc"), _section(raw, "limit")
+    # `metric` gives the VRAM in use (mem_usage), `static` its size (vram.size)
     return Gpu(
         index=index,
         name=name,
@@ -85,9 +138,30 @@ def _gpu(position: int, raw: Mapping[str, Any]) -> Gpu:
         temperature_edge_c=edge,
         temperature_junction_c=hotspot,
         memory_temperature_c=_first(temperature, "mem"),
-        memory_total_bytes=_bytes(memory, "total_vram"),
+        memory_total_bytes=_bytes(memory, "total_vram") or _bytes(_section(raw, "vram"), "size"),
         memory_used_bytes=_bytes(memory, "used_vram"),
+        power_limit_watts=_first(limit, "socket_power", "max_power", "power_cap"),
+        pcie=_pcie(_section(raw, "bus"), _section(raw, "pcie")),
+        pcie_replay_errors=_integer(_section(raw, "pcie"), "replay_count"),
+        ecc_mode_enabled=_ecc_enabled(_section(raw, "ras")),
+        processes=_processes(raw),
+        # amd-smi's totals count since the driver loaded (the RAS EEPROM keeps bad pages, not
+        # these counts): the same meaning as NVML's volatile counters
+        ecc_errors=EccCounts(
+            volatile_corrected=_integer(ecc, "total_correctable_count"),
+            volatile_uncorrected=_integer(ecc, "total_uncorrectable_count"),
+        ),
     )
+
+
+def _driver(document: list[Mapping[str, Any]]) -> str | None:
+    """`static`'s driver.version: the amdgpu module's version ("6.16.6"); an in-kernel driver
+    reports the kernel's banner instead, which names no amdgpu release."""
+    for raw in document:
+        version = str(_section(raw, "driver").get("version") or "")
+        if re.fullmatch(r"\d+\.\d+(\.\d+)*", version):
+            return version
+    return None
 
 
 def read(text: str, path: str | None) -> Machine:
@@ -102,6 +176,6 @@ def read(text: str, path: str | None) -> Machine:
     return Machine(
         origin=Origin(kind="amd-smi-json", path=path, detail=COMMAND),
         gpus=gpus,
-        rocm=Rocm(tool="amd-smi"),
+        rocm=Rocm(tool="amd-smi", amdgpu_driver_version=_driver(document)),
         probe_issues=recorded_only_issues(COMMAND, ("gpus",)),
     )
