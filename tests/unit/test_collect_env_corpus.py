@@ -34,6 +34,7 @@ SPLIT = tomllib.loads((FOLDER / "SPLIT.toml").read_text(encoding="utf-8"))
 HELD_OUT = set(SPLIT["held_out"])
 EXTERNAL = set(SPLIT["external"]["files"])
 UNSEEN = set(SPLIT["external"]["unseen"])
+ROCM = set(SPLIT["rocm"]["files"])
 TARGET = 0.9
 
 
@@ -56,13 +57,22 @@ def outcome(row: dict[str, str]) -> Outcome:
     report = doctor.run(machine=readers.load(FOLDER / row["file"]))
     failing = tuple((r.id, r.cause) for r in report.checks if r.status is Status.FAIL)
     name = row["file"]
-    split = "held_out" if name in HELD_OUT else ("external" if name in EXTERNAL else "development")
+    split = (
+        "held_out"
+        if name in HELD_OUT
+        else "external"
+        if name in EXTERNAL
+        else "rocm"
+        if name in ROCM
+        else "development"
+    )
     return Outcome(name, split, row["expected_cause"], failing)
 
 
 def accuracy() -> dict[str, tuple[int, int]]:
     """(correct, total) per split; `external_unseen` is the part of `external` kept unseen."""
-    figures = {name: (0, 0) for name in ("held_out", "development", "external", "external_unseen")}
+    splits = ("held_out", "development", "external", "external_unseen", "rocm")
+    figures = {name: (0, 0) for name in splits}
     for row in LABELLED:
         result = outcome(row)
         splits = [result.split] + (["external_unseen"] if row["file"] in UNSEEN else [])
@@ -90,14 +100,35 @@ def test_corpus_is_large_enough_and_labelled():
 def test_held_out_split_is_frozen_by_thread_and_large_enough():
     files = {r["file"] for r in LABELLED}
     assert files >= HELD_OUT | EXTERNAL, (HELD_OUT | EXTERNAL) - files
-    assert len(HELD_OUT) * 3 >= len(files - EXTERNAL)
+    assert len(HELD_OUT) * 3 >= len(files - EXTERNAL - ROCM)
     assert SPLIT["frozen"] == "2026-12-01" and SPLIT["external"]["frozen"] == "2026-12-01"
     urls = {r["file"]: r["url"] for r in ROWS}
     # by thread: no thread has pastes on two sides
     held_urls = {urls[f] for f in HELD_OUT}
     external_urls = {urls[f] for f in EXTERNAL}
-    development = {urls[f] for f in set(urls) - HELD_OUT - EXTERNAL}
+    development = {urls[f] for f in set(urls) - HELD_OUT - EXTERNAL - ROCM}
     assert not development & held_urls and not external_urls & (held_urls | development)
+    rocm_urls = {urls[f] for f in ROCM}
+    assert not rocm_urls & (held_urls | external_urls | development)
+
+
+def test_the_rocm_blind_set():
+    """Measured once, blind, before any change (commit 4fb4a72): the one paste whose problem is
+    in the vocabulary (an RX 5700 XT, gfx1010, under a nightly whose ROCm build has no gfx1010)
+    named right, and none of the five clean pastes failed. The two WSL support problems are
+    outside the vocabulary (labelled unknown); the issue's 90% on ROCm pastes cannot be measured
+    on three confirmed problems."""
+    rows = [r for r in ROWS if r["file"] in ROCM]
+    assert len(rows) == len(ROCM) == 8
+    labelled = [outcome(r) for r in rows if r["expected_cause"] != "unknown"]
+    problems = [o for o in labelled if o.expected != "none"]
+    clean = [o for o in labelled if o.expected == "none"]
+    print(
+        f"\nrocm: problems {sum(o.correct for o in problems)}/{len(problems)}, "
+        f"clean {sum(o.correct for o in clean)}/{len(clean)}"
+    )
+    assert (len(problems), len(clean)) == (1, 5)
+    assert all(o.correct for o in labelled), [o for o in labelled if not o.correct]
 
 
 def test_unseen_third_follows_the_hash_rule():
@@ -112,7 +143,7 @@ def test_accuracy_on_each_split_meets_the_target():
     figures = accuracy()
     for split, (right, total) in figures.items():
         print(f"{split}: {right}/{total} = {right / total:.0%}")
-    for split in ("held_out", "development", "external"):
+    for split in ("held_out", "development", "external", "rocm"):
         right, total = figures[split]
         assert right / total >= TARGET, figures
 
