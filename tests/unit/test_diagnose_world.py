@@ -256,6 +256,39 @@ def test_the_fourth_fresh_blind_set():
     assert right == 3 and confident == 0
 
 
+FRESH5 = LOGS / "fresh5"
+
+
+def test_the_fifth_fresh_blind_set():
+    """Collected on 2026-12-06 by two collectors who did not see dlrig's answers, with symptom
+    queries over 22 projects (PyTorch, transformers, TRL, DeepSpeed, Lightning, torchtune,
+    unsloth, diffusers, ComfyUI, kohya; vLLM, SGLang, TGI, NeMo, Megatron, LLaMA-Factory,
+    mmdetection, PaddleSeg, JAX, llama.cpp, ollama): 30 threads, 9 in the vocabulary. Measured
+    once, blind, with the signatures of commit 4fb4a72: 5 of 9 named right, 1 of 21 outside
+    answered with confidence (a llama.cpp kernel bug's "unspecified launch failure" read as an
+    illegal memory access). Two misses were then written in general terms: glibc's translations
+    of "Killed" (zh_CN's "已杀死" glued to a progress bar) and llama.cpp's "failed to create
+    context" as a possible GPU out-of-memory. What follows is the floor, not blind."""
+    right, inside, confident, outside = _blind_set(FRESH5)
+    print(f"\nfifth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    assert (inside, inside + outside) == (9, 30)
+    assert right >= 7 and confident <= 1
+
+
+def test_killed_in_the_users_language_is_a_sigkill(tmp_path):
+    """bash prints strsignal(SIGKILL) in the user's locale (glibc's libc.mo); a progress bar
+    that printed no newline leaves it glued to the bar."""
+    for line in ("Getötet", "  Processus arrêté", "Убито", "12/50 [00:13<00:40, 1.1it/s]Killed"):
+        log = tmp_path / "run.log"
+        log.write_text(f"epoch 1 step 10 loss 2.3\n{line}\n", encoding="utf-8")
+        root = diagnose.diagnose_paths([log]).root
+        assert root is not None and root.cause == "cpu_oom_killed", line
+    # a sentence that ends in the word is not the shell's report
+    log.write_text("INFO worker 3 was Killed\n", encoding="utf-8")
+    root = diagnose.diagnose_paths([log]).root
+    assert root is None or root.cause != "cpu_oom_killed"
+
+
 def test_a_missing_compiled_module_is_installed_the_way_its_table_row_says():
     # NVIDIA/apex#1208: apex installed without its CUDA extensions lacks amp_C; the PyPI
     # package named apex is another project, so the fix is the source build the row names
