@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 from dlrig import fit
+from dlrig.errors import InputError
 from dlrig.knowledge.gpus import catalogue
 from dlrig.plan import workloads
 from dlrig.plan.fitting import WorkloadFit, predicted_peak
@@ -200,3 +201,47 @@ def test_more_gpus_never_raise_a_sharded_peak() -> None:
     assert peaks == sorted(peaks, reverse=True), peaks
     one = fit.evaluate(traced, gpu="rtx-a6000", gpus=1).memory_peak_bytes
     assert peaks[0] < one
+
+
+def test_fp8_is_planned_where_the_gpu_has_it_and_refused_elsewhere() -> None:
+    """fp8= is fit's --fp8: the bf16 trace evaluated with Float8 matmuls, on GPUs with FP8
+    tensor cores only; the step on an H100 is the one `dlrig fit --fp8` gives."""
+    text = "gpt2-xl:seq=1024,batch=4,tokens=100M"
+    plain, float8 = (
+        WorkloadFit(workloads.parse(text)),
+        WorkloadFit(workloads.parse(text + ",fp8=true")),
+    )
+    h100, a100 = gpu("h100-sxm5-80gb"), gpu("a100-sxm4-80gb")
+    refused = float8.evaluate(a100, 1)
+    assert not refused.fits and "FP8" in (refused.note or ""), refused
+    assert plain.evaluate(a100, 1).fits
+    planned = float8.evaluate(h100, 1)
+    asked = fit.estimate(
+        fit.Options(
+            model="gpt2-xl",
+            seq_len=1024,
+            batch_size=4,
+            gpu="h100-sxm5-80gb",
+            fp8=True,
+            search_max_batch=False,
+            advise=False,
+        )
+    )
+    assert planned.fits and planned.time_per_run_s is not None
+    # the same trace, another step time (gpt2-xl's 1,600-wide matmuls gain little or lose)
+    assert planned.time_per_run_s != plain.evaluate(h100, 1).time_per_run_s
+    assert planned.time_per_run_s == pytest.approx(100e6 / asked.tokens_per_s, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("text", "fix"),
+    [
+        ("gpt2:fp8=maybe", "true or false"),
+        ("llama3-8b:fp8=true,lora=16", "drop fp8="),
+        ("gpt2:fp8=yes,precision=amp-fp16", "amp-bf16"),
+    ],
+)
+def test_fp8_key_refuses_what_fit_refuses(text: str, fix: str) -> None:
+    with pytest.raises(InputError) as caught:
+        workloads.parse(text)
+    assert fix in (caught.value.fix or "")

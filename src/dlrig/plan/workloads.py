@@ -9,7 +9,9 @@ Compact syntax, one workload per argument:
 
 MODEL is a fit preset, a `package.module:factory`, or a config.json path. Keys: name, batch
 (per GPU), global_batch, seq, image, precision, optimizer, strategy, checkpointing, compile
-(none, model or blocks: fit --compile), lora or qlora (the adapter rank), input, epochs, dataset (samples), tokens, runs (per year) or every (day/week/month/quarter/year/Nd/Nw),
+(none, model or blocks: fit --compile), fp8 (true: Float8 matmuls, fit --fp8; GPUs without FP8
+are refused), lora or qlora (the adapter rank), input, epochs, dataset (samples), tokens, runs
+(per year) or every (day/week/month/quarter/year/Nd/Nw),
 deadline (24h, 3d, 90m; a bare number is hours). Numbers take k, M, B/G and T suffixes.
 
 A YAML file (`dlrig plan workloads.yaml`) holds the same keys under `workloads:` (a list), and
@@ -48,6 +50,7 @@ KEYS = (
     "strategy",
     "checkpointing",
     "compile",
+    "fp8",
     "lora",
     "qlora",
     "input",
@@ -100,6 +103,7 @@ class Workload:
     strategy: Strategy | Literal["auto"] = "auto"  # auto: ddp, fsdp when ddp does not fit
     grad_checkpointing: Checkpointing = "none"
     compile: Compile = "none"  # fit --compile
+    fp8: bool = False  # fit --fp8 (an evaluation setting: the trace is the bf16 one)
     lora: int | None = None  # LoRA rank (fit --lora)
     qlora: int | None = None  # QLoRA rank (fit --qlora)
     input_spec: str | None = None
@@ -128,6 +132,7 @@ class Workload:
             "strategy": self.strategy,
             "grad_checkpointing": self.grad_checkpointing,
             "compile": self.compile,
+            "fp8": self.fp8,
             "lora": self.lora,
             "qlora": self.qlora,
             "epochs": self.epochs,
@@ -260,6 +265,19 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
         )
     if "lora" in values and "qlora" in values:
         raise InputError(f"{where}: both lora= and qlora=", fix="keep one of them")
+    fp8 = _flag(values.get("fp8", "false"), f"{where}: fp8")
+    if fp8 and ("lora" in values or "qlora" in values):
+        raise InputError(
+            f"{where}: fp8=true with an adapter (fit refuses --fp8 with --lora/--qlora: the "
+            "frozen base is not what Float8 training converts)",
+            fix="drop fp8=, or drop lora=/qlora=",
+        )
+    if fp8 and values.get("precision", "auto") not in ("auto", "amp-bf16", "bf16"):
+        raise InputError(
+            f"{where}: fp8=true with precision={values['precision']} (Float8 trains the other "
+            "layers in bf16)",
+            fix="use precision=amp-bf16 (or bf16), or drop fp8=",
+        )
     epochs = number(values["epochs"], "epochs") if "epochs" in values else 1.0
     tokens = number(values["tokens"], "tokens") if "tokens" in values else None
     return Workload(
@@ -274,6 +292,7 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
         strategy=choice("strategy", STRATEGIES, "auto"),
         grad_checkpointing=choice("checkpointing", CHECKPOINTING, "none"),
         compile=choice("compile", COMPILES, "none"),
+        fp8=fp8,
         lora=integer("lora"),
         qlora=integer("qlora"),
         input_spec=values.get("input"),
@@ -284,6 +303,15 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
         runs_given="runs" in values or "every" in values,
         deadline_hours=hours(values["deadline"], "deadline") if "deadline" in values else None,
     )
+
+
+def _flag(value: object, where: str) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise InputError(f"{where}={value!r}", fix="give true or false")
 
 
 def load_file(path: str | Path) -> tuple[list[Workload], dict[str, Any]]:
