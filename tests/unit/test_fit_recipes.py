@@ -296,3 +296,29 @@ def test_data_moving_operators_named_like_views_are_timed(tmp_path):
         "aten.cat",
         "aten.native_dropout",
     }
+
+
+def test_fsdp_units_are_every_block_of_every_list():
+    """FSDP wraps each repeated block: a T5's encoder blocks and decoder blocks alike, so the
+    root unit holds the shared embedding and the final norms only, whatever the depth."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from dlrig.fit.step import sizes
+
+    for layers in (2, 3):
+        config = T5Config(d_model=64, d_ff=128, num_heads=4, d_kv=16, vocab_size=512)
+        config.num_layers = config.num_decoder_layers = layers
+        model = T5ForConditionalGeneration(config)
+        found = sizes(model)
+        embeddings = sum(p.numel() for p in model.shared.parameters())
+        norms = sum(
+            p.numel()
+            for stack in (model.encoder, model.decoder)
+            for p in stack.final_layer_norm.parameters()
+        )
+        head = 0 if config.tie_word_embeddings else model.lm_head.weight.numel()
+        assert found["root_trainable"] == embeddings + norms + head, layers
+        # the largest unit is the first decoder block (self- and cross-attention, and the
+        # relative position bias that only the first block of a stack holds)
+        decoder_block = sum(p.numel() for p in model.decoder.block[0].parameters())
+        assert found["block_trainable"] == decoder_block

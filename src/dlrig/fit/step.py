@@ -52,25 +52,11 @@ def fused_dropout() -> Any:
         F.dropout = original
 
 
-def _blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The repeated blocks: children of the longest ModuleList (what FSDP wraps one by one)."""
-    best: list[torch.nn.Module] = []
-    for module in model.modules():
-        if isinstance(module, torch.nn.ModuleList | torch.nn.Sequential) and len(module) > 1:
-            children = list(module)
-            if len(children) > len(best) or (
-                len(children) == len(best)
-                and sum(p.numel() for c in children for p in c.parameters())
-                > sum(p.numel() for c in best for p in c.parameters())
-            ):
-                best = children
-    return best
-
-
 def _block_lists(model: torch.nn.Module) -> list[list[torch.nn.Module]]:
     """Every outermost list of repeated blocks (a T5's encoder and decoder blocks, a ResNet's
     stages): ModuleLists and Sequentials of two or more modules with parameters, not inside
-    another such list. Unlike `_blocks` this does not depend on the traced depth."""
+    another such list. It does not depend on the traced depth, and it is what FSDP wraps one by
+    one (every block of every list, the rest in the root unit)."""
     lists: list[list[torch.nn.Module]] = []
     inside: set[int] = set()
     for module in model.modules():
@@ -136,7 +122,7 @@ def sizes(model: torch.nn.Module) -> dict[str, int]:
             packed.update(id(p) for p in module.parameters(recurse=False) if p.dtype == torch.uint8)
     count = logical + sum(p.numel() for p in params if id(p) not in packed)
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
-    blocks = _blocks(model)
+    blocks = [block for group in _block_lists(model) for block in group]
     in_blocks = {id(p) for block in blocks for p in block.parameters()}
     largest = max(blocks, key=lambda b: sum(p.numel() for p in b.parameters()), default=None)
     block_params = list(largest.parameters()) if largest is not None else []
