@@ -155,8 +155,8 @@ def _gpu(position: int, raw: Mapping[str, Any]) -> Gpu:
 
 
 def _driver(document: list[Mapping[str, Any]]) -> str | None:
-    """the `driver` section's `version` in `static`: the amdgpu module's version ("6.16.6"); an in-kernel driver
-    reports the kernel's banner instead, which names no amdgpu release."""
+    """The `driver` section's `version` in `static`: the amdgpu module's version ("6.16.6");
+    an in-kernel driver reports the kernel's banner instead, which names no amdgpu release."""
     for raw in document:
         version = str(_section(raw, "driver").get("version") or "")
         if re.fullmatch(r"\d+\.\d+(\.\d+)*", version):
