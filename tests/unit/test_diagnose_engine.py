@@ -209,3 +209,18 @@ def test_ansi_and_rank_prefixes_are_cleaned():
     assert result.root.cause == "gpu_ecc_error"
     assert result.root.ranks == (3,)
     assert result.root.lines[0].text.startswith("RuntimeError")
+
+
+def test_line_numbers_of_a_large_input_count_every_newline():
+    """Past the first whole chunk the newlines are counted with numpy where it is installed;
+    the line numbers and the total are those of bytes.count."""
+    filler = b"step 12 | loss 2.31 | lr 3e-4 | it/s 1.9\n" * 120_000  # ~4.9 MB
+    error = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    data = filler + error + filler + error + b"last line without newline"
+    session = Session()
+    session.scanner.feed_from(io.BytesIO(data), "big.log", chunk_bytes=1 << 20)
+    result = session.finish()
+    first = data[: data.index(error)].count(b"\n") + 1
+    assert result.lines == data.count(b"\n")
+    assert result.root is not None and result.root.cause == "cuda_oom"
+    assert result.root.lines[0].line == first

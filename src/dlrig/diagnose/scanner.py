@@ -223,6 +223,29 @@ class ScanResult:
     first_errors: dict[str, tuple[int, str, int | None]] = field(default_factory=dict)
 
 
+def _count_newlines(buffer: bytearray, start: int, end: int) -> int:
+    return buffer.count(b"\n", start, end)
+
+
+def _newline_counter() -> Any:
+    """Counting newlines (for line numbers) is the largest cost of a big log: bytearray.count
+    runs at ~1.6 GB/s here, numpy's comparison at ~7 GB/s. numpy is imported only once an input
+    is large (its import costs more than it saves on a small log), where installed (the `fast`
+    extra)."""
+    try:
+        import numpy
+    except ImportError:
+        return _count_newlines
+
+    def count(buffer: bytearray, start: int, end: int) -> int:
+        if end - start < 65536:
+            return buffer.count(b"\n", start, end)
+        view = numpy.frombuffer(buffer, dtype=numpy.uint8, count=end - start, offset=start)
+        return int(numpy.count_nonzero(view == 10))
+
+    return count
+
+
 class Scanner:
     """Feed bytes in any pieces; `close()` returns what the signatures found."""
 
@@ -244,6 +267,7 @@ class Scanner:
         self._fact_rank: dict[str, int] = {}  # index of the pattern that gave each fact
         self._streams: dict[str, _Stream] = {}
         self._current = "<input>"
+        self._count = _count_newlines  # numpy's, once an input fills a whole chunk
 
     # --- input ----------------------------------------------------------------------------
     def start(self, source: str) -> None:
@@ -284,6 +308,8 @@ class Scanner:
             filled += count
             if filled < len(buffer):
                 continue  # a pipe gives less than asked: fill the buffer before scanning
+            if self._count is _count_newlines:
+                self._count = _newline_counter()
             limit = self._scan(source, buffer, filled, final=False)
             buffer[: filled - limit] = buffer[limit:filled]  # the lookahead moves to the front
             filled -= limit
@@ -316,7 +342,6 @@ class Scanner:
         counted_to = 0
         last_line_start = -1
         offsets = list(self._anchors.offsets(buffer, limit))
-        total = buffer.count(b"\n", 0, limit)
         for position in offsets:
             start = max(
                 buffer.rfind(b"\n", 0, position) + 1,
@@ -326,9 +351,11 @@ class Scanner:
             if start == last_line_start:
                 continue  # one line is examined once, whatever number of anchors it holds
             last_line_start = start
-            line += buffer.count(b"\n", counted_to, position)
+            line += self._count(buffer, counted_to, position)
             counted_to = position
             self._examine(source, buffer, start, position, line)
+        # the newlines up to the last anchor were counted on the way: count only the rest
+        total = line - stream.line + self._count(buffer, counted_to, limit)
         self.found.lines += total
         stream.line += total
         return limit

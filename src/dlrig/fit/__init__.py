@@ -14,6 +14,7 @@ The pipeline hands one value forward: Options -> Workload (fit/workload.py) -> T
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING, Unpack
 
 from dlrig.fit.options import (
@@ -51,11 +52,15 @@ __all__ = [
 ]
 
 
-def trace(options: Options) -> TracedWorkload:
-    """Trace the workload of `options` once (GPU-independent; cached in-process)."""
+def _pipeline() -> ModuleType:
     from dlrig.fit import pipeline  # lazy: numpy, so `import dlrig.fit` stays light
 
-    return pipeline.trace(options)
+    return pipeline
+
+
+def trace(options: Options) -> TracedWorkload:
+    """Trace the workload of `options` once (GPU-independent; cached in-process)."""
+    return _pipeline().trace(options)
 
 
 def evaluate(
@@ -64,9 +69,7 @@ def evaluate(
     """The estimate for one GPU setup (gpu=, gpus=, strategy=, ...) from a trace: numpy only.
 
     `machine`: the snapshot whose GPU `gpu=None` means (`dlrig doctor --save`)."""
-    from dlrig.fit import pipeline  # lazy: numpy, so `import dlrig.fit` stays light
-
-    return pipeline.evaluate(traced, machine, **changes)
+    return _pipeline().evaluate(traced, machine, **changes)
 
 
 def run(
@@ -74,10 +77,8 @@ def run(
 ) -> FitResult:
     """Trace and evaluate in one call, with the largest-batch search and advice: what
     `dlrig fit --json` prints. `machine`: the snapshot whose GPU `gpu=None` means."""
-    from dlrig.fit import pipeline  # lazy: numpy, so `import dlrig.fit` stays light
-
     progress("fit: tracing the workload", 0.0)
-    result = pipeline.estimate(options, machine)
+    result = _pipeline().estimate(options, machine)
     progress("fit: done", 1.0)
     return result
 

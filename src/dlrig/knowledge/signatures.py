@@ -30,6 +30,30 @@ RULE_CONDITIONS = ("xid_application_only",)
 _SOURCE = re.compile(r"^(?:[\w.-]+/[\w.-]+:[^\s@]+@\S+|docs:https?://\S+)")
 
 
+class Regex:
+    """A signature's regex, compiled when a line first reaches it. A log holds the anchors of a
+    few signatures only, and compiling all ~500 regexes at start-up took a quarter of a second
+    of every `dlrig diagnose` (tests/unit/test_diagnose_rules.py compiles each one)."""
+
+    __slots__ = ("_compiled", "_where", "pattern")
+
+    def __init__(self, pattern: str, where: str) -> None:
+        self.pattern = pattern
+        self._where = where
+        self._compiled: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = _compile(self.pattern, self._where)
+        return self._compiled
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self.compiled().search(text)
+
+    def __repr__(self) -> str:
+        return f"Regex({self.pattern!r})"
+
+
 @dataclass(frozen=True)
 class Signature:
     id: str
@@ -37,9 +61,9 @@ class Signature:
     weight: float
     level: str
     anchors: tuple[str, ...]
-    patterns: tuple[re.Pattern[str], ...]
-    fields: tuple[re.Pattern[str], ...]
-    exclude: tuple[re.Pattern[str], ...]
+    patterns: tuple[Regex, ...]
+    fields: tuple[Regex, ...]
+    exclude: tuple[Regex, ...]
     min_count: int
     window: int
     extractor: str | None
@@ -134,10 +158,12 @@ class SignatureSet:
         return tuple(s for s in self.signatures if s.cause == cause)
 
     def all_patterns(self) -> tuple[re.Pattern[str], ...]:
-        """Every regex the file holds (for the RE2-compatibility check and the benchmark)."""
+        """Every regex the file holds, compiled (for the RE2-compatibility check and the
+        benchmark)."""
         found: list[re.Pattern[str]] = []
         for signature in self.signatures:
-            found += [*signature.patterns, *signature.fields, *signature.exclude]
+            found += [r.compiled() for r in (*signature.patterns, *signature.fields)]
+            found += [r.compiled() for r in signature.exclude]
         for finish in self.finishes:
             found += finish.patterns
         for fact in self.facts:
@@ -190,7 +216,7 @@ def _signature(raw: dict[str, Any]) -> Signature:
     if extractor is not None and extractor not in EXTRACTORS:
         raise KnowledgeError(f"signatures.toml: {sid}: unknown extractor {extractor!r}")
     anchors = _strings(raw, "anchors")
-    patterns = tuple(_compile(p, sid) for p in _strings(raw, "patterns"))
+    patterns = tuple(Regex(p, sid) for p in _strings(raw, "patterns"))
     if not anchors or not patterns:
         raise KnowledgeError(f"signatures.toml: {sid}: needs anchors and patterns")
     if "secondary_to" in raw:
@@ -205,8 +231,8 @@ def _signature(raw: dict[str, Any]) -> Signature:
         level=level,
         anchors=anchors,
         patterns=patterns,
-        fields=tuple(_compile(p, sid) for p in _strings(raw, "fields")),
-        exclude=tuple(_compile(e, sid) for e in _strings(raw, "exclude")),
+        fields=tuple(Regex(p, sid) for p in _strings(raw, "fields")),
+        exclude=tuple(Regex(e, sid) for e in _strings(raw, "exclude")),
         min_count=int(raw.get("min_count", 1)),
         window=int(raw.get("window", 0)),
         extractor=str(extractor) if extractor else None,

@@ -8,33 +8,39 @@ come from `dlrig.diagnose.install`, which asks the resolver.
 
 from __future__ import annotations
 
-from dlrig.diagnose.advice import install, memory, run
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from dlrig.diagnose.advice import memory, run
 from dlrig.diagnose.advice.figures import FIGURE
 from dlrig.machine.model import Machine
 
-ADVISORS = {
-    "cuda_oom": memory.cuda_oom,
-    "driver_too_old": install.driver_too_old,
-    "no_kernel_image": install.no_kernel_image,
-    "version_mismatch_torch_torchvision": install.companions,
-    "cpu_only_torch": install.cpu_only,
-    "missing_cuda_lib": install.missing_cuda_lib,
-    "device_side_assert_label_range": run.device_assert,
-    "nccl_timeout": run.nccl_timeout,
-    "port_in_use": run.port_in_use,
-    "extension_abi_mismatch": install.extension_abi,
-    "glibcxx_missing": install.glibcxx,
-    "ld_library_path_shadowing": install.shadowing,
-    "ddp_unused_parameters": run.ddp_unused,
-    "host_alloc_refused": memory.host_alloc,
-    "nccl_system_error": run.nccl_system,
-    "tf_gpu_libraries_missing": install.tf_libraries,
-    "jax_cuda_backend_failed": install.jax_component,
-    "python_package_missing": install.module_missing,
-    "package_api_mismatch": install.api_mismatch,
-    "local_file_shadows_package": install.shadow_file,
-    "checkpoint_corrupt": run.checkpoint,
-    "state_dict_mismatch": run.state_dict,
+# cause -> (module, function); the install advisors load the resolver and the hardware tables
+# (0.13 s of every `dlrig diagnose` start-up), so their module is imported for them only.
+ADVISORS: dict[str, tuple[str, str]] = {
+    "cuda_oom": ("memory", "cuda_oom"),
+    "driver_too_old": ("install", "driver_too_old"),
+    "no_kernel_image": ("install", "no_kernel_image"),
+    "version_mismatch_torch_torchvision": ("install", "companions"),
+    "cpu_only_torch": ("install", "cpu_only"),
+    "missing_cuda_lib": ("install", "missing_cuda_lib"),
+    "device_side_assert_label_range": ("run", "device_assert"),
+    "nccl_timeout": ("run", "nccl_timeout"),
+    "port_in_use": ("run", "port_in_use"),
+    "extension_abi_mismatch": ("install", "extension_abi"),
+    "glibcxx_missing": ("install", "glibcxx"),
+    "ld_library_path_shadowing": ("install", "shadowing"),
+    "ddp_unused_parameters": ("run", "ddp_unused"),
+    "host_alloc_refused": ("memory", "host_alloc"),
+    "nccl_system_error": ("run", "nccl_system"),
+    "tf_gpu_libraries_missing": ("install", "tf_libraries"),
+    "jax_cuda_backend_failed": ("install", "jax_component"),
+    "python_package_missing": ("install", "module_missing"),
+    "package_api_mismatch": ("install", "api_mismatch"),
+    "local_file_shadows_package": ("install", "shadow_file"),
+    "checkpoint_corrupt": ("run", "checkpoint"),
+    "state_dict_mismatch": ("run", "state_dict"),
 }
 
 
@@ -44,7 +50,7 @@ def variables(
     """(the fix templates' values, the figures the fixes were computed from)."""
     merged = {k: v for k, v in groups.items() if not k.startswith("_")}
     figures: dict[str, float] = {}
-    advisor = ADVISORS.get(cause)
+    advisor = _advisor(cause)
     if advisor is not None:
         for key, value in advisor(groups, facts, machine).items():
             if key.startswith(FIGURE):
@@ -52,3 +58,20 @@ def variables(
             else:
                 merged[key] = value
     return merged, figures
+
+
+def _module(kind: str) -> ModuleType:
+    if kind == "install":
+        from dlrig.diagnose.advice import install  # lazy: the resolver, only for install fixes
+
+        return install
+    return memory if kind == "memory" else run
+
+
+def _advisor(cause: str) -> Callable[..., dict[str, Any]] | None:
+    found = ADVISORS.get(cause)
+    if found is None:
+        return None
+    kind, name = found
+    advisor: Callable[..., dict[str, Any]] = getattr(_module(kind), name)
+    return advisor
