@@ -277,6 +277,26 @@ def test_the_fifth_fresh_blind_set():
     assert right >= 7 and confident == 0
 
 
+FRESH6 = LOGS / "fresh6"
+
+
+def test_the_sixth_fresh_blind_set():
+    """Collected on 2026-12-06 after the day's signatures (the emitter sets included), by two
+    collectors who did not see dlrig's answers, with symptom queries over training and serving
+    projects: 40 threads, 17 in the vocabulary. Measured once, blind, at commit 9316b77: 10 of
+    17 named right, 3 of 23 outside answered with confidence (two host-side C++ asserts of an
+    old autograd bug read as a kernel's index check; horovod's extension missing a torch
+    symbol, fixed by rebuilding it with OpenMPI). The misses were then written in general
+    terms (rocBLAS's Tensile library for any reason it cannot be read, HIP's "No compatible
+    code objects", Paddle's old cuDNN header check, Python's bare MemoryError while saving, a
+    keyword a library's function does not take as a possible version break, host-side asserts
+    kept apart from device asserts). What follows is the floor, not blind."""
+    right, inside, confident, outside = _blind_set(FRESH6)
+    print(f"\nsixth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    assert (inside, inside + outside) == (17, 40)
+    assert right >= 16 and confident <= 1
+
+
 def test_killed_in_the_users_language_is_a_sigkill(tmp_path):
     """bash prints strsignal(SIGKILL) in the user's locale (glibc's libc.mo); a progress bar
     that printed no newline leaves it glued to the bar."""
