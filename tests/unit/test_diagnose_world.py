@@ -318,3 +318,23 @@ def test_a_missing_compiled_module_is_installed_the_way_its_table_row_says():
     assert root.cause == "python_package_missing" and root.confidence >= CONFIDENT
     assert "--cuda_ext" in root.fixes[0] and "git+https://github.com/NVIDIA/apex" in root.fixes[0]
     assert "pip install amp" not in root.fixes[0]
+
+
+def test_slurm_memory_notes_that_did_not_kill_are_not_a_crash(tmp_path):
+    """slurmstepd says "Exceeded step memory limit at some point." of steps that finished (the
+    page cache counts against the cgroup); only "..., being killed" is the kill."""
+    log = tmp_path / "slurm.log"
+    log.write_text(
+        "epoch 3 done, saving checkpoint\nslurmstepd: error: Exceeded step memory limit at some"
+        " point.\n",
+        encoding="utf-8",
+    )
+    root = diagnose.diagnose_paths([log]).root
+    assert root is None or root.cause != "cpu_oom_killed"
+    log.write_text(
+        "slurmstepd: error: Step 1141810.0 exceeded memory limit (52917772 > 20971520), being"
+        " killed\nsrun: Exceeded job memory limit\n",
+        encoding="utf-8",
+    )
+    root = diagnose.diagnose_paths([log]).root
+    assert root is not None and root.cause == "cpu_oom_killed"

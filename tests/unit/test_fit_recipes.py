@@ -322,3 +322,23 @@ def test_fsdp_units_are_every_block_of_every_list():
         # relative position bias that only the first block of a stack holds)
         decoder_block = sum(p.numel() for p in model.decoder.block[0].parameters())
         assert found["block_trainable"] == decoder_block
+
+
+def test_a_model_that_is_a_sequential_is_not_its_own_block_list():
+    from dlrig.fit.step import sizes
+
+    def block() -> torch.nn.Module:
+        return torch.nn.Sequential(
+            torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)
+        )
+
+    head = [torch.nn.Embedding(100, 64), torch.nn.LayerNorm(64), torch.nn.Linear(64, 100)]
+    model = torch.nn.Sequential(
+        head[0], torch.nn.Sequential(*[block() for _ in range(8)]), *head[1:]
+    )
+    found = sizes(model)
+    assert found["block_trainable"] == sum(p.numel() for p in block().parameters())
+    assert found["root_trainable"] == sum(p.numel() for m in head for p in m.parameters())
+    # a Sequential of plain layers and nothing inside: its layers are the units
+    flat = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(4)])
+    assert sizes(flat)["root_trainable"] == 0

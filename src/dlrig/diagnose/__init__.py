@@ -166,7 +166,8 @@ class _Template(string.Formatter):
         self.missing = False
 
     def get_value(self, key: int | str, args: Any, kwargs: Any) -> Any:
-        if isinstance(key, str) and key in self.values:
+        # an empty value is as missing as an absent one: "pip install  " helps nobody
+        if isinstance(key, str) and self.values.get(key):
             return self.values[key]
         self.missing = True
         return ""

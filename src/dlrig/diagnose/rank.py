@@ -277,11 +277,14 @@ def rank(result: ScanResult, signature_set: SignatureSet) -> list[Ranked]:
     failure_seen = any(c.level == "fatal" for c in candidates.values()) or any(
         result.markers.values()
     )
-    # A warning-level finding alone (a few overflows, a library warning) is not a crash.
+    # A warning-level finding alone (a few overflows, a library warning) is not a crash. Past a
+    # failure, a strong warning counts; a weak one (a possible cause) only when nothing fatal
+    # was found: then it is the one lead there is, and its confidence stays low.
+    any_fatal = any(c.level == "fatal" for c in candidates.values())
     valid = {
         cause: c
         for cause, c in candidates.items()
-        if c.level == "fatal" or (failure_seen and c.weight >= 0.6)
+        if c.level == "fatal" or (failure_seen and (c.weight >= 0.6 or not any_fatal))
     }
     if not valid:
         return survived

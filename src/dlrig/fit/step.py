@@ -56,11 +56,18 @@ def _block_lists(model: torch.nn.Module) -> list[list[torch.nn.Module]]:
     """Every outermost list of repeated blocks (a T5's encoder and decoder blocks, a ResNet's
     stages): ModuleLists and Sequentials of two or more modules with parameters, not inside
     another such list. It does not depend on the traced depth, and it is what FSDP wraps one by
-    one (every block of every list, the rest in the root unit)."""
+    one (every block of every list, the rest in the root unit). A model that is itself a
+    Sequential (embedding, blocks, head) is not its own list of blocks unless nothing inside
+    it is one."""
+    inner = _lists_below(model, skip_root=True)
+    return inner if inner else _lists_below(model, skip_root=False)
+
+
+def _lists_below(model: torch.nn.Module, skip_root: bool) -> list[list[torch.nn.Module]]:
     lists: list[list[torch.nn.Module]] = []
     inside: set[int] = set()
     for module in model.modules():
-        if id(module) in inside:
+        if id(module) in inside or (skip_root and module is model):
             continue
         if isinstance(module, torch.nn.ModuleList | torch.nn.Sequential) and len(module) > 1:
             children = [c for c in module if any(True for _ in c.parameters())]

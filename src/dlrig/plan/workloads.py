@@ -265,6 +265,7 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
         )
     if "lora" in values and "qlora" in values:
         raise InputError(f"{where}: both lora= and qlora=", fix="keep one of them")
+    precision = choice("precision", PRECISIONS, "auto")  # known before fp8 is checked against it
     fp8 = _flag(values.get("fp8", "false"), f"{where}: fp8")
     if fp8 and ("lora" in values or "qlora" in values):
         raise InputError(
@@ -272,9 +273,9 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
             "frozen base is not what Float8 training converts)",
             fix="drop fp8=, or drop lora=/qlora=",
         )
-    if fp8 and values.get("precision", "auto") not in ("auto", "amp-bf16", "bf16"):
+    if fp8 and precision not in ("auto", "amp-bf16", "bf16"):
         raise InputError(
-            f"{where}: fp8=true with precision={values['precision']} (Float8 trains the other "
+            f"{where}: fp8=true with precision={precision} (Float8 trains the other "
             "layers in bf16)",
             fix="use precision=amp-bf16 (or bf16), or drop fp8=",
         )
@@ -287,7 +288,7 @@ def build(model: str, values: dict[str, str], where: str) -> Workload:
         global_batch=integer("global_batch"),
         seq_len=integer("seq"),
         image_size=integer("image"),
-        precision=choice("precision", PRECISIONS, "auto"),
+        precision=precision,
         optimizer=choice("optimizer", OPTIMIZERS, "adamw"),
         strategy=choice("strategy", STRATEGIES, "auto"),
         grad_checkpointing=choice("checkpointing", CHECKPOINTING, "none"),

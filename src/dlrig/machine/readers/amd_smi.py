@@ -10,6 +10,7 @@ mem_usage.total_vram/used_vram in MB, i.e. MiB).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -39,7 +40,8 @@ def _value(raw: Any) -> tuple[float | None, str]:
     if isinstance(raw, bool) or raw is None:
         return None, unit
     if isinstance(raw, int | float):
-        return float(raw), unit
+        # JSON allows what Python parses as inf or nan: no reading
+        return (float(raw), unit) if math.isfinite(raw) else (None, unit)
     match = re.match(r"^\s*(-?\d+(?:\.\d+)?)\s*(\S*)\s*$", str(raw))
     return (float(match.group(1)), match.group(2) or unit) if match else (None, unit)
 
@@ -70,8 +72,12 @@ def _integer(section: Mapping[str, Any], name: str) -> int | None:
 
 
 def _gen(section: Mapping[str, Any], name: str) -> int | None:
-    number = _first(section, name)
-    return None if number is None else _PCIE_GEN.get(number)
+    number, unit = _value(section.get(name))
+    if number is None:
+        return None
+    if unit.upper() == "MT/S":  # some releases print the rate in MT/s
+        number /= 1000
+    return _PCIE_GEN.get(number)
 
 
 def _pcie(bus: Mapping[str, Any], pcie: Mapping[str, Any]) -> PcieLink:
