@@ -60,8 +60,6 @@ def precision_for(workload: Workload, spec: GpuSpec) -> tuple[str, str | None]:
     can). "auto" stays "auto": fit resolves it per setup (a 16-bit LLM checkpoint in bf16 on one
     GPU or with DDP, fp32 masters when sharded, fp16 autocast where the GPU has no bf16), so a
     plan and `dlrig fit` give one answer."""
-    if workload.fp8 and not spec.fp8_tflops:
-        return workload.precision, f"{spec.name} ({spec.architecture}) has no FP8 tensor cores"
     if workload.precision == "auto":
         if spec.bf16_tflops or spec.fp16_tflops:
             return "auto", None

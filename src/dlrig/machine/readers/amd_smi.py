@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlrig.machine.model import EccCounts, Gpu, GpuProcess, Machine, Origin, PcieLink, Rocm
+from dlrig.machine.readers import values
 from dlrig.machine.readers.common import catalogue_id_for, parse_json, recorded_only_issues
 
 COMMAND = "amd-smi metric --json"
@@ -23,8 +24,6 @@ COMMAND = "amd-smi metric --json"
 # {"gpu_data": [...]} wrapper of newer releases.
 _OPENING = re.compile(r'^\s*(?:\[\s*\{[^{}\[\]]*?"gpu"\s*:|\{\s*"gpu_data"\s*:)')
 _SIZE_UNITS = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30}
-# PCIe transfer rate per lane (GT/s) -> generation
-_PCIE_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
 def looks_like(text: str) -> bool:
@@ -77,7 +76,7 @@ def _gen(section: Mapping[str, Any], name: str) -> int | None:
         return None
     if unit.upper() == "MT/S":  # some releases print the rate in MT/s
         number /= 1000
-    return _PCIE_GEN.get(number)
+    return values.PCIE_GEN_BY_GTS.get(number)
 
 
 def _pcie(bus: Mapping[str, Any], pcie: Mapping[str, Any]) -> PcieLink:
@@ -96,10 +95,10 @@ def _ecc_enabled(ras: Mapping[str, Any]) -> bool | None:
     states = ras.get("ecc_block_state")
     if not isinstance(states, Mapping) or not states:
         return None
-    said = {str(v).upper() for v in states.values()}
-    if "ENABLED" in said:
+    said = {values.flag(str(v)) for v in states.values()}
+    if True in said:
         return True
-    return False if said <= {"DISABLED"} else None
+    return False if said == {False} else None
 
 
 def _processes(raw: Mapping[str, Any]) -> tuple[GpuProcess, ...] | None:

@@ -29,8 +29,6 @@ _LINK = re.compile(r"\(Topology\) Link type between DRM devices (\d+) and (\d+)"
 _PCIE_LEVEL = re.compile(r"\(\s*([\d.]+)\s*GT/s\s*x(\d+)\s*\)")
 _MHZ = re.compile(r"([\d.]+)\s*Mhz", re.IGNORECASE)
 _BRACKETED = re.compile(r"\[([^\]]+)\]")
-# PCIe transfer rate per lane -> generation.
-_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
 def looks_like(text: str) -> bool:
@@ -71,7 +69,8 @@ def _pcie(card: _Card) -> PcieLink:
     if not match:
         return PcieLink()
     return PcieLink(
-        gen_current=_GEN_BY_GTS.get(float(match.group(1))), width_current=int(match.group(2))
+        gen_current=values.PCIE_GEN_BY_GTS.get(float(match.group(1))),
+        width_current=int(match.group(2)),
     )
 
 

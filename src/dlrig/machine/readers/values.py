@@ -99,6 +99,11 @@ def link_width(raw: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
+# PCIe transfer rate per lane (GT/s) -> generation, for the readers of AMD's tools (NVIDIA's
+# report the generation itself).
+PCIE_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
 def flag(raw: str | None) -> bool | None:
     """Enabled/Disabled, Yes/No, Active/Not Active, On/Off -> bool."""
     value = text(raw)
