@@ -4,9 +4,10 @@ benchmarks/data/measured_training.csv holds measured figures from public tables 
 DeepLearningExamples, Lambda's GPU benchmarks, timm, MosaicML llm-foundry, torchtitan, LitGPT,
 torchtune, Unsloth, …), one source and date per row, and in `settings` the run's configuration
 in dlrig's words (preset or config, sequence, precision, optimizer, strategy, …). Rows dlrig
-cannot express (MXNet, tensor/pipeline/context parallelism, time-to-train) are
-listed as skipped with the reason. torch.compile and Float8 rows (torchtitan) are predicted with
-`compile=` and `fp8=1`.
+cannot express (MXNet, time-to-train, ...) are listed as skipped with the reason.
+torch.compile and Float8 rows (torchtitan) are predicted with `compile=` and `fp8=1`; tensor,
+pipeline and context parallel rows with `tp=`, `pp=`, `cp=`, `pp_schedule=` and, for pipelines,
+the replica's batch as `micro_batch=` × `grad_accum=` micro-batches.
 
     python benchmarks/fit_accuracy.py                 # in-sample, held-out, 5-fold, leave-one-family-out
     python benchmarks/fit_accuracy.py --calibrate     # fit the constants on the non-held-out rows
@@ -39,6 +40,7 @@ from typing import Any
 
 from dlrig import fit
 from dlrig.fit import context, store
+from dlrig.fit.parallel import mesh_of
 from dlrig.knowledge import gpus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -176,7 +178,8 @@ def map_row(row: dict[str, str]) -> Case | str:
     options = fit.Options(
         model=name,
         config=config,
-        batch_size=int(float(row["batch_size_per_gpu"])),
+        # pipelined rows: the replica's batch as micro-batches (micro_batch × grad_accum)
+        batch_size=integer("micro_batch") or int(float(row["batch_size_per_gpu"])),
         seq_len=integer("seq_len"),
         image_size=integer("image_size"),
         precision=s.get("precision", "auto"),
@@ -204,6 +207,10 @@ def map_row(row: dict[str, str]) -> Case | str:
         compile=s.get("compile", "none"),
         fp8=s.get("fp8") == "1",
         loss_chunks=integer("loss_chunks") or 0,
+        tp=integer("tp") or 1,
+        pp=integer("pp") or 1,
+        cp=integer("cp") or 1,
+        pp_schedule=s.get("pp_schedule", "1f1b"),
         search_max_batch=False,
         advise=False,
     )
@@ -287,7 +294,8 @@ def predict(case: Case, overrides: dict[str, float] | None = None) -> float:
             }.get(case.memory_kind or "peak", peak)
         )
     _, step = context.time_at(traced, ctx, traced.batch, overrides)
-    samples = o.batch_size * o.gpus * o.grad_accum / step.step_s
+    replicas = mesh_of(o).dp  # tensor, pipeline and context ranks share their replica's batch
+    samples = o.batch_size * replicas * o.grad_accum / step.step_s
     if case.metric == "train_throughput_per_gpu":
         return samples * (traced.workload.tokens_per_sample or 1) / o.gpus
     return samples
@@ -349,7 +357,14 @@ def cross_validated(
     return (statistics.median(out.values()) if out else 0.0), out
 
 
-CATEGORIES = ("LoRA/QLoRA", "FSDP/ZeRO", "compile/FP8", "LLM, other", "vision/BERT/T5")
+CATEGORIES = (
+    "LoRA/QLoRA",
+    "TP/PP/CP",
+    "FSDP/ZeRO",
+    "compile/FP8",
+    "LLM, other",
+    "vision/BERT/T5",
+)
 
 
 def category(case: Case) -> str:
@@ -357,6 +372,8 @@ def category(case: Case) -> str:
     o = case.options
     if o.lora or o.qlora:
         return "LoRA/QLoRA"
+    if o.tp * o.pp * o.cp > 1:
+        return "TP/PP/CP"
     if o.compile != "none" or o.fp8:
         return "compile/FP8"
     if o.strategy != "ddp" and o.gpus > 1:

@@ -155,11 +155,13 @@ def test_unsloth_longest_contexts_fit_their_gpus(predicted):
 def test_torchtitan_compiled_and_float8_runs(predicted):
     """torchtitan's Llama 3.1 8B on H100 (FSDP, selective checkpointing, 8k tokens), 2024:
     peak memory of the torch.compile and Float8 runs within 5%, and Float8's speed-up over
-    compile within 10% of the measured one (throughput itself is 17-26% high: the docs say so)."""
+    compile within 10% of the measured one."""
     rows = [
         (error, case, value)
         for error, case, value in predicted
-        if "llama3_h100_202412_torchtitan" in case.row["source"] and case.options.compile != "none"
+        if "llama3_h100_202412_torchtitan" in case.row["source"]
+        and case.options.compile != "none"
+        and case.options.grad_checkpointing == "selective"
     ]
     memory = [r for r in rows if r[1].kind == "memory"]
     assert len(memory) == 4
@@ -173,6 +175,33 @@ def test_torchtitan_compiled_and_float8_runs(predicted):
     for gpus in ("8", "128"):
         (bf16_measured, bf16), (fp8_measured, fp8) = speed[gpus, False], speed[gpus, True]
         assert fp8 / bf16 == pytest.approx(fp8_measured / bf16_measured, rel=0.10)
+
+
+def test_torchtitan_tensor_pipeline_and_context_parallel_runs(predicted):
+    """torchtitan's 2024 tables 2, 4, 5 and 6 (Llama 3.1 8B with CP, 70B with TP 8, 405B with
+    TP 8 × PP 8, with and without CP; full checkpointing, compile, Float8): peak memory of
+    every row within 10%, throughput median within 16% (it is 1-33%, mostly high); the
+    pipeline's schedules ordered as measured (interleaved 1F1B faster and smaller)."""
+    rows = [
+        (error, case, value)
+        for error, case, value in predicted
+        if "llama3_h100_202412_torchtitan" in case.row["source"]
+        and case.options.grad_checkpointing == "full"
+    ]
+    memory = [r for r in rows if r[1].kind == "memory"]
+    assert len(memory) == 12
+    for error, case, value in memory:
+        assert error <= 0.10, (case.row["model"], value / 2**30)
+    speed = [error for error, case, _ in rows if case.kind == "throughput"]
+    assert len(speed) == 12
+    assert statistics.median(speed) <= 0.16
+    pipelines = {
+        (case.kind, case.options.pp_schedule): value
+        for _, case, value in rows
+        if case.options.pp > 1 and case.options.cp == 1 and case.options.seq_len == 8192
+    }
+    assert pipelines["throughput", "interleaved-1f1b"] > pipelines["throughput", "1f1b"]
+    assert pipelines["memory", "interleaved-1f1b"] < pipelines["memory", "1f1b"]
 
 
 def test_transformers_single_gpu_guide_memory(predicted):

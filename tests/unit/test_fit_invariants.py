@@ -66,6 +66,15 @@ def test_mfu_and_scaling_never_pass_100_percent(options):
         ({"model": "gpt2", "gpu": "rtx"}, "several different GPUs"),
         ({"model": "gpt2", "weights": "int4"}, "--weights"),
         ({"model": "gpt2", "inference": True, "weights": "fp8", "gpu": "a100"}, "no fp8"),
+        ({"model": "gpt2", "gpus": 6, "tp": 4}, "--gpus 6 is not a multiple"),
+        ({"model": "gpt2", "gpus": 8, "pp": 2, "strategy": "zero3"}, "ZeRO stage 1"),
+        ({"model": "gpt2", "inference": True, "tp": 2}, "--tp applies to training"),
+        ({"model": "gpt2", "gpus": 5, "tp": 5}, "12 attention heads"),
+        ({"model": "llama3-8b", "gpus": 16, "tp": 16, "gpu": "h100"}, "8 key-value heads"),
+        ({"model": "gpt2", "gpus": 2, "cp": 2, "seq_len": 1022}, "2 × 2 equal chunks"),
+        ({"model": "gpt2", "gpus": 16, "pp": 16}, "a stage needs a layer"),
+        ({"model": "gpt2", "gpus": 2, "tp": 2, "analytic": True}, "traced estimate"),
+        ({"model": "gpt2", "pp_schedule": "zb"}, "--pp-schedule"),
     ],
 )
 def test_bad_input_is_one_clear_error(kwargs, message):

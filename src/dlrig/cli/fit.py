@@ -26,6 +26,7 @@ from dlrig.fit.options import (
     OFFLOAD,
     OPTIMIZER_IMPLS,
     OPTIMIZERS,
+    PP_SCHEDULES,
     PRECISIONS,
     STRATEGIES,
     WEIGHT_FORMATS,
@@ -182,6 +183,33 @@ EPILOG = (
     "--fp8",
     is_flag=True,
     help="Float8 linear layers (torchao float8, Transformer Engine): their matmuls at the FP8 peak.",
+)
+@click.option(
+    "--tp",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Tensor-parallel degree (with sequence parallelism, as Megatron and torchtitan run it).",
+)
+@click.option(
+    "--pp",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Pipeline stages; --grad-accum is the micro-batches each step pipelines.",
+)
+@click.option(
+    "--cp",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Context-parallel degree: each sequence split over this many GPUs.",
+)
+@choice_option(
+    "--pp-schedule",
+    choices=PP_SCHEDULES,
+    default="1f1b",
+    help="Pipeline schedule: 1f1b, interleaved-1f1b (two stages per GPU) or gpipe.",
 )
 @click.option("--inference", is_flag=True, help="Serving: weights, KV cache, GPUs, tokens/s.")
 @click.option(

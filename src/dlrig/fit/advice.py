@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 GPU_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 QLORA_RANK = 16
 LOSS_CHUNKS = 8  # torchtune's default for CEWithChunkedOutputLoss
+LONG_CONTEXT = 32_768  # tokens from which context parallelism is the usual answer (torchtitan)
 
 
 def _setup(
@@ -98,6 +99,13 @@ def _singles(traced: TracedWorkload, ctx: Context) -> list[dict[str, Any]]:
         out.append({"qlora": QLORA_RANK})
     if o.gpus > 1 and o.strategy in ("ddp", "zero1", "zero2"):
         out.append({"strategy": "fsdp"})
+    # the same GPUs split the activations further: a long sequence over more context-parallel
+    # ranks, a model-parallel run over a wider tensor-parallel group (within a node)
+    seq = traced.workload.seq_len or 0
+    if o.gpus > 1 and (o.cp > 1 or seq >= LONG_CONTEXT):
+        out.append({"cp": 2 * o.cp})
+    if o.tp > 1 and 2 * o.tp <= o.gpus_per_node:
+        out.append({"tp": 2 * o.tp})
     return out
 
 

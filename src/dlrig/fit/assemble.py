@@ -9,6 +9,7 @@ from dlrig.fit import batching
 from dlrig.fit.advice import advise
 from dlrig.fit.assumptions import assumptions
 from dlrig.fit.context import memory_at, time_at
+from dlrig.fit.parallel import mesh_of
 from dlrig.fit.result import FitResult
 from dlrig.fit.timing import host_link_bytes_per_s, peak_used_tflops
 from dlrig.units import human_bytes
@@ -39,6 +40,10 @@ def setup_dict(traced: TracedWorkload, ctx: Context, batch: int) -> dict[str, An
         "compile": o.compile,
         "fp8": o.fp8,
         "loss_chunks": o.loss_chunks,
+        "tp": o.tp,
+        "pp": o.pp,
+        "cp": o.cp,
+        "pp_schedule": o.pp_schedule,
     }
 
 
@@ -66,7 +71,8 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
             f"{human_bytes(paged_out)} of paged optimizer state crosses PCIe twice a step: "
             f"+{paging:.2f} s"
         )
-    samples_per_step = batch * o.gpus * o.grad_accum
+    replicas = mesh_of(o).dp  # tp, pp and cp ranks share their replica's samples
+    samples_per_step = batch * replicas * o.grad_accum
     samples_per_s = samples_per_step / timing.step_s if timing.step_s > 0 else None
     tokens_per_sample = traced.workload.tokens_per_sample
     tokens_per_s = (
@@ -85,7 +91,7 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
     mfu = model_flops * o.grad_accum / timing.step_s / (peak * 1e12) if timing.step_s else None
     assert mfu is None or mfu <= 1.0 + 1e-9, "roofline times never beat the peak"
     global_plan = (
-        batching.global_batch(o.global_batch, max_batch or batch, o.gpus)
+        batching.global_batch(o.global_batch, max_batch or batch, replicas)
         if o.global_batch
         else None
     )
@@ -129,6 +135,7 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
             "communication_s": timing.communication_s,
             "exposed_communication_s": timing.exposed_communication_s,
             "offload_s": timing.offload_s,
+            "pipeline_bubble_s": timing.pipeline_bubble_s,
             "compute_bound_fraction": timing.compute_bound_fraction,
         },
         setup=setup_dict(traced, ctx, batch),

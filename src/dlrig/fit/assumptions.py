@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dlrig.fit.context import calibration, time_setup
+from dlrig.fit.parallel import activation_scale, mesh_of
 from dlrig.units import human_bytes
 
 if TYPE_CHECKING:
@@ -137,18 +138,34 @@ def assumptions(
             + (" fused into the kernel that made it" if o.compile != "none" else " and two kernels")
             + "; memory as bf16 (high-precision inputs saved for backward)"
         )
-    if o.gpus > 1:
+    if mesh_of(o).data_parallel > 1:
         setup = time_setup(ctx)
         out.append(
-            f"{o.gpus} GPUs, {_STRATEGY[o.strategy]}; {setup.interconnect} at "
+            f"{setup.gpus} data-parallel GPUs, {_STRATEGY[o.strategy]}; {setup.interconnect} at "
             f"{timing.bus_bandwidth_gbs:.0f} GB/s collective bus bandwidth"
             + (
                 f", {setup.network_gbps:g} Gb/s per GPU between nodes"
-                if o.gpus > o.gpus_per_node
+                if setup.gpus > setup.gpus_per_node
                 else ""
             )
             + f"; communication overlaps {fitted['overlap_fraction']:.0%} of the compute it can hide under, "
             f"{fitted['collective_latency_us']:g} µs per collective (× (1 + log2 nodes) across nodes)"
+        )
+    mesh = mesh_of(o)
+    if not mesh.trivial:
+        out.append(
+            f"model parallel: {mesh.describe()} = {o.gpus} GPUs; each GPU holds 1/{mesh.model_split} "
+            f"of the weights before {o.strategy} shards them over {mesh.data_parallel} GPUs, and "
+            f"{activation_scale(mesh):.3g}× the traced micro-batch's activations"
+            + (" (sequence parallel)" if mesh.tp > 1 else "")
+            + f"; compute split evenly over {mesh.compute_split} GPUs at the same efficiency; "
+            "tensor- and context-parallel collectives exposed (async TP would hide some)"
+            + (
+                f"; pipeline bubble {(mesh.bubble - 1):.0%} of the busy time "
+                f"({timing.pipeline_bubble_s * 1e3:.0f} ms)"
+                if mesh.pp > 1
+                else ""
+            )
         )
     if o.offload != "none":
         out.append(

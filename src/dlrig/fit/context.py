@@ -5,6 +5,7 @@ analytic, inference, advice, batching, assumptions), which all import it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import tomllib
 from dataclasses import dataclass
@@ -12,11 +13,18 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
-from dlrig.fit import hardware
+from dlrig.fit import hardware, parallel
 from dlrig.fit.memory import MemoryEstimate, combine, extrapolate
 from dlrig.fit.options import WORKLOAD_FIELDS, Options, check, replace_options
-from dlrig.fit.sharding import Plan, held
-from dlrig.fit.timing import PhaseTimes, StepTime, TimeSetup, phase_times, step_time
+from dlrig.fit.sharding import Plan, compute_bytes, held
+from dlrig.fit.timing import (
+    PhaseTimes,
+    StepTime,
+    TimeSetup,
+    bus_bandwidth_gbs,
+    phase_times,
+    step_time,
+)
 from dlrig.fit.tracedata import KIND_CODES
 from dlrig.knowledge.gpus import GpuSpec
 
@@ -67,6 +75,13 @@ def resolve(traced: TracedWorkload, machine: Any, changes: dict[str, Any]) -> Co
         )
     options = replace_options(traced.options, **changes)
     check(options)
+    mesh = parallel.mesh_of(options)
+    if not mesh.trivial and traced.method != "trace":
+        raise InputError(
+            "--tp/--pp/--cp are modelled on the traced estimate, not the analytic one",
+            fix="drop --analytic (or the model-parallel degrees)",
+        )
+    parallel.check_model(mesh, traced.workload.config, traced.layers, traced.workload.seq_len)
     if options.optimizer != traced.options.optimizer and not (
         options.optimizer in SAME_TRACE_OPTIMIZERS
         and traced.options.optimizer in SAME_TRACE_OPTIMIZERS
@@ -112,22 +127,35 @@ def storage(precision: str) -> str:
     )
 
 
+def data_parallel_node(options: Options) -> int:
+    """Members of one data-parallel group on a node: tp is the innermost mesh dimension."""
+    return max(1, options.gpus_per_node // options.tp)
+
+
 def plan_of(ctx: Context) -> Plan:
     o = ctx.options
+    # FSDP under a pipeline keeps each stage's weights gathered from forward to backward
+    # (torchtitan: reshard_after_forward=False with PP, no all-gather per micro-batch), and
+    # torch.distributed.pipelining syncs gradients only in the last micro-batch's backward
+    strategy = "fsdp-grad-op" if o.pp > 1 and o.strategy == "fsdp" else o.strategy
     return Plan(
-        o.strategy,
-        o.gpus,
-        o.gpus_per_node,
+        strategy,
+        parallel.mesh_of(o).data_parallel,
+        data_parallel_node(o),
         ctx.precision,
         o.optimizer,
         o.offload,
         o.prefetch,
         optimizer_in_backward=o.optimizer_in_backward,
-        unsynced=not o.grad_sync and o.grad_accum > 1 and o.gpus > 1,
+        # torch's pipeline schedules turn FSDP's gradient sync off until the last micro-batch
+        unsynced=(not o.grad_sync or (o.pp > 1 and o.strategy in ("fsdp", "hsdp")))
+        and o.grad_accum > 1
+        and o.gpus > 1,
     )
 
 
 def memory_at(traced: TracedWorkload, ctx: Context, batch: int) -> MemoryEstimate:
+    mesh = parallel.mesh_of(ctx.options)
     sizes_table = calibration()["sizes"]
     workspaces = int(sizes_table["cublas_workspace_bytes"]) + (
         int(sizes_table["cudnn_workspace_bytes"]) if convolutional(traced) else 0
@@ -135,7 +163,7 @@ def memory_at(traced: TracedWorkload, ctx: Context, batch: int) -> MemoryEstimat
     return combine(
         traced.at(batch),
         traced.layers or 1,
-        held(traced.sizes, plan_of(ctx)),
+        parallel.scale_held(held(parallel.split_sizes(traced.sizes, mesh), plan_of(ctx)), mesh),
         ctx.options.grad_accum > 1 or ctx.options.keep_grads,
         workspaces,
         int(sizes_table["cuda_context_bytes"]),
@@ -159,8 +187,8 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
     return TimeSetup(
         precision=ctx.precision,
         strategy=o.strategy,
-        gpus=o.gpus,
-        gpus_per_node=o.gpus_per_node,
+        gpus=parallel.mesh_of(o).data_parallel,
+        gpus_per_node=data_parallel_node(o),
         grad_accum=o.grad_accum,
         interconnect=o.interconnect or ("nvlink" if ctx.spec.has_nvlink else "pcie"),
         network_gbps=o.network_gbps or float(table["network"]["default_gbps"]),
@@ -172,6 +200,10 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
         fp8=o.fp8,
         fp8_mamf_ratio=float(fp8_ratios.get(ctx.spec.id, fp8_ratios["default"])),
         compiled=o.compile != "none",
+        pipelined=o.pp > 1 and o.strategy in ("fsdp", "hsdp"),
+        attention_ratio=float(
+            table["attention_ratio"].get(ctx.spec.architecture, table["attention_ratio"]["default"])
+        ),
     )
 
 
@@ -183,7 +215,7 @@ def phases_at(
     per = [phase_times(trace, ctx.spec, setup) for _, trace in samples]
     depths = [d for d, _ in samples]
     layers = traced.layers or 1
-    return PhaseTimes(
+    whole = PhaseTimes(
         *(
             extrapolate([getattr(p, name) for p in per], depths, layers)
             for name in (
@@ -196,10 +228,35 @@ def phases_at(
             )
         )
     )
+    return parallel.scale_phases(whole, parallel.mesh_of(ctx.options))
 
 
 def time_at(
     traced: TracedWorkload, ctx: Context, batch: int, overrides: dict[str, float] | None = None
 ) -> tuple[PhaseTimes, StepTime]:
     phases = phases_at(traced, ctx, batch, overrides)
-    return phases, step_time(phases, traced.sizes, ctx.spec, time_setup(ctx, overrides))
+    mesh = parallel.mesh_of(ctx.options)
+    setup = time_setup(ctx, overrides)
+    step = step_time(phases, parallel.split_sizes(traced.sizes, mesh), ctx.spec, setup)
+    if mesh.trivial:
+        return phases, step
+    o = ctx.options
+    whole = dataclasses.replace(setup, gpus=o.gpus, gpus_per_node=o.gpus_per_node)
+    # large, back-to-back collectives of the activations: NCCL's own bus bandwidth, not the
+    # fitted data-parallel figure (which also absorbs how gradient buckets overlap)
+    model_parallel = min(1.0, setup.calibration["model_parallel_bus_efficiency"])
+    moved = parallel.traffic(
+        mesh,
+        traced.workload.config,
+        traced.layers or 1,
+        batch,
+        traced.workload.seq_len or 1,
+        compute_bytes(ctx.precision),
+        o.grad_checkpointing == "full",
+        # tp and cp are the innermost mesh dimensions: their groups are the GPUs next to each
+        # other; the pipeline's sends cross nodes once the job does
+        bus_bandwidth_gbs(ctx.spec, whole, mesh.tp * mesh.cp, model_parallel),
+        bus_bandwidth_gbs(ctx.spec, whole, o.gpus, model_parallel),
+        setup.calibration["collective_latency_us"] * 1e-6,
+    )
+    return phases, parallel.with_model_parallel(step, mesh, moved)

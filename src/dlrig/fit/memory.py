@@ -74,8 +74,8 @@ def phase_peaks(trace: Trace, held: Held, grads_kept: bool) -> dict[str, PhaseMo
     """Per phase, the dynamic components at the moment their scaled sum is highest (and at the
     two bounding moments, see PhaseMoments)."""
     curves = trace.curves
-    activations = curves["activation"] + curves["backward_temp"]
-    copies = curves["weight_copy"] * (1.0 if held.keeps_weight_copies else 0.0)
+    activations = (curves["activation"] + curves["backward_temp"]) * held.activation_scale
+    copies = curves["weight_copy"] * (held.copy_scale if held.keeps_weight_copies else 0.0)
     grads = curves["gradient"] * held.gradient_scale
     if grads_kept:  # kept across micro-batches, or between steps (zero_grad(set_to_none=False))
         grads = np.full_like(grads, float(curves["gradient"].max()) * held.gradient_scale)
@@ -167,7 +167,11 @@ def combine(
     _, phase, peak, gathered, buffers = best
     fixed = held.parameters + held.optimizer_state + buffers + gathered
     activation_peak = extrapolate(
-        [float((t.curves["activation"] + t.curves["backward_temp"]).max()) for _, t in samples],
+        [
+            float((t.curves["activation"] + t.curves["backward_temp"]).max())
+            * held.activation_scale
+            for _, t in samples
+        ],
         depths,
         depth,
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Literal, TypedDict
 
 from dlrig.errors import InputError
+from dlrig.fit.parallel import check_mesh
 from dlrig.knowledge.weight_formats import bits_per_weight
 
 # Each vocabulary is a Literal (what mypy checks) and its tuple (what --help and the checks
@@ -57,6 +58,8 @@ OPTIMIZER_IMPLS: tuple[OptimizerImpl, ...] = typing.get_args(OptimizerImpl)
 Interconnect = Literal["nvlink", "pcie"]
 Compile = Literal["none", "model", "blocks"]
 COMPILES: tuple[Compile, ...] = typing.get_args(Compile)
+PipelineSchedule = Literal["1f1b", "interleaved-1f1b", "gpipe"]
+PP_SCHEDULES: tuple[PipelineSchedule, ...] = typing.get_args(PipelineSchedule)
 
 # Fields that change the trace; everything else is evaluation.
 WORKLOAD_FIELDS = (
@@ -117,6 +120,10 @@ class SetupChanges(TypedDict, total=False):
     optimizer_in_backward: bool
     grad_sync: bool
     fp8: bool
+    tp: int
+    pp: int
+    cp: int
+    pp_schedule: PipelineSchedule
 
 
 # Beyond these a number is a typo, not a plan (and would overflow the time model's floats).
@@ -134,6 +141,9 @@ LIMITS = {
     "context": (1, 10_000_000),
     "prefetch": (0, 16),
     "loss_chunks": (0, 4096),
+    "tp": (1, 1024),
+    "pp": (1, 1024),
+    "cp": (1, 1024),
 }
 FLOAT_LIMITS = {
     "epochs": (1e-6, 1e6),
@@ -214,6 +224,13 @@ class Options:
     # Float8 training of the linear layers (torchao float8 with dynamic tensorwise scaling,
     # Transformer Engine): their matmuls at the GPU's FP8 tensor-core peak, plus the casts
     fp8: bool = False
+    # model parallelism for training (fit/parallel.py): tensor parallel with sequence
+    # parallelism, pipeline stages (--grad-accum micro-batches in flight), context parallel;
+    # --gpus is their product times the data-parallel degree
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    pp_schedule: PipelineSchedule = "1f1b"
 
     def workload_key(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in WORKLOAD_FIELDS)
@@ -239,6 +256,7 @@ def check(options: Options) -> None:
     _choice(options.grad_checkpointing, CHECKPOINTING, "--grad-checkpointing")
     _choice(options.compile, COMPILES, "--compile")
     _choice(options.offload, OFFLOAD, "--offload")
+    _choice(options.pp_schedule, PP_SCHEDULES, "--pp-schedule")
     known = options.weights is None or options.weights in WEIGHT_FORMATS
     if not known and bits_per_weight(options.weights or "") is None:
         raise InputError(
@@ -361,6 +379,9 @@ def _check_combinations(options: Options) -> None:
             "fp8": False,
             "loss_chunks": 0,
             "compile": "none",
+            "tp": 1,
+            "pp": 1,
+            "cp": 1,
         }
         for name, default in training_only.items():
             if getattr(options, name) != default:
@@ -375,10 +396,11 @@ def _check_combinations(options: Options) -> None:
                     f"{_flag(name)} applies only to --inference",
                     fix=f"add --inference, or drop {_flag(name)}",
                 )
-    if options.global_batch is not None and options.global_batch < options.gpus:
+    replicas = max(1, options.gpus // (options.tp * options.pp * options.cp))
+    if options.global_batch is not None and options.global_batch < replicas:
         raise InputError(
-            f"--global-batch {options.global_batch} is smaller than --gpus {options.gpus}: every GPU needs at least one sample",
-            fix=f"use --global-batch {options.gpus} or more, or fewer --gpus",
+            f"--global-batch {options.global_batch} is smaller than the {replicas} data-parallel replicas: every replica needs at least one sample",
+            fix=f"use --global-batch {replicas} or more, or fewer --gpus",
         )
     if options.offload != "none" and options.strategy not in ("zero2", "zero3", "fsdp", "hsdp"):
         raise InputError(
@@ -390,6 +412,7 @@ def _check_combinations(options: Options) -> None:
             "--offload params needs parameters sharded: ZeRO-3 or FSDP",
             fix="use --strategy zero3 or --strategy fsdp, or --offload optimizer",
         )
+    check_mesh(options)
 
 
 def replace_options(options: Options, **changes: object) -> Options:

@@ -58,6 +58,11 @@ def trace(options: Options) -> TracedWorkload:
 def estimate(options: Options, machine: Any = None) -> FitResult:
     """Estimate memory, batch size and speed."""
     check(options)
+    if options.analytic and options.tp * options.pp * options.cp > 1:
+        raise InputError(
+            "--tp/--pp/--cp are modelled on the traced estimate, not the analytic one",
+            fix="drop --analytic (or the model-parallel degrees)",
+        )
     if options.analytic:
         return analytic.estimate_from_config(options, machine)
     # resolve the GPU first: a typo in --gpu should not cost a trace
@@ -94,6 +99,10 @@ def estimate(options: Options, machine: Any = None) -> FitResult:
             "optimizer_in_backward",
             "grad_sync",
             "fp8",
+            "tp",
+            "pp",
+            "cp",
+            "pp_schedule",
             "search_max_batch",
             "advise",
         )

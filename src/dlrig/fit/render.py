@@ -46,6 +46,10 @@ def _bar(result: FitResult) -> Any:
     return bar
 
 
+def _model_parallel(setup: dict[str, Any]) -> bool:
+    return any(setup.get(key, 1) > 1 for key in ("tp", "pp", "cp"))
+
+
 def render_text(result: FitResult, console: Any) -> None:
     from rich.table import Table
     from rich.text import Text
@@ -68,9 +72,12 @@ def render_text(result: FitResult, console: Any) -> None:
         else ""
     )
     console.print(
-        f"batch {result.batch_size}/GPU{' ' + shape if shape else ''}, {setup['precision']}, {setup['optimizer']}, "
+        f"batch {result.batch_size}/{'replica' if _model_parallel(setup) else 'GPU'}{' ' + shape if shape else ''}, {setup['precision']}, {setup['optimizer']}, "
         f"checkpointing {setup['grad_checkpointing']}, accumulation {setup['grad_accum']}, "
         f"{setup['gpus']} GPU(s) {setup['strategy']}"
+        + "".join(
+            f" {key.upper()} {setup[key]}" for key in ("tp", "pp", "cp") if setup.get(key, 1) > 1
+        )
         + (f", torch.compile {setup['compile']}" if setup.get("compile", "none") != "none" else "")
         + (", fp8 linears" if setup.get("fp8") else ""),
         style="dim",

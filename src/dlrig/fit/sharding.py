@@ -81,6 +81,10 @@ class Held:
     pageable: float = 0.0
     # optimizer in backward: the one gradient alive while its parameter steps (backward only)
     live_gradient: float = 0.0
+    # model parallelism (fit/parallel.py): the traced activations and autocast weight copies
+    # of the whole model -> this GPU's share
+    activation_scale: float = 1.0
+    copy_scale: float = 1.0
 
 
 def compute_bytes(precision: str) -> int:

@@ -46,6 +46,11 @@ class TimeSetup:
     fp8: bool = False  # Float8 linears: 16-bit matmuls of forward and backward at the FP8 peak
     fp8_mamf_ratio: float = 0.735
     compiled: bool = False  # torch.compile: FP8 casts fuse into the kernels that feed them
+    # pipeline stages under FSDP: weights gathered and gradients reduced once per step, not per
+    # micro-batch (reshard_after_forward=False, gradient sync only in the last backward)
+    pipelined: bool = False
+    # the fused attention kernel's reach on this architecture relative to Ampere's
+    attention_ratio: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class StepTime:
     ideal_step_s: float  # the same step with free communication
     bus_bandwidth_gbs: float
     compute_bound_fraction: float
+    pipeline_bubble_s: float = 0.0  # pipeline stages idle while the pipeline fills and drains
 
 
 def _peak_tflops(spec: GpuSpec, dtype: str, precision: str) -> float:
@@ -128,6 +134,7 @@ def op_seconds(
     mamf_ratio: np.ndarray | float,
     calibration: dict[str, float],
     channels_last: np.ndarray | bool = False,
+    attention_ratio: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(seconds, compute-bound?) of each operator: the roofline by operator class.
 
@@ -160,7 +167,9 @@ def op_seconds(
     nchw = conv & ops.nchw & tensor_core & ~np.asarray(channels_last)
     efficiency = np.where(nchw, efficiency * min(1.0, c["nchw_conv_efficiency"]), efficiency)
     efficiency = np.where(
-        kind == KIND_CODES["attention"], min(1.0, c["attention_efficiency"]), efficiency
+        kind == KIND_CODES["attention"],
+        min(1.0, c["attention_efficiency"]) * attention_ratio,
+        efficiency,
     )
     bandwidth = np.asarray(bandwidth_gbs) * 1e9 * min(1.0, c["memory_bandwidth_efficiency"])
     computing = ops.flops > 0
@@ -182,6 +191,7 @@ def _op_times(trace: Trace, spec: GpuSpec, setup: TimeSetup) -> tuple[np.ndarray
         setup.fp8,
         setup.fp8_mamf_ratio,
         setup.compiled,
+        setup.attention_ratio,
         tuple(sorted(setup.calibration.items())),
     )
     if cached is not None and cached[0] == key:
@@ -195,7 +205,14 @@ def _op_times(trace: Trace, spec: GpuSpec, setup: TimeSetup) -> tuple[np.ndarray
         mamf = np.where(fp8, setup.fp8_mamf_ratio, setup.mamf_ratio)
     bandwidth = spec.memory_bandwidth_gbs or 500.0
     seconds, bound = op_seconds(
-        ops, peaks, spec.fp32_tflops or 1.0, bandwidth, mamf, setup.calibration, setup.channels_last
+        ops,
+        peaks,
+        spec.fp32_tflops or 1.0,
+        bandwidth,
+        mamf,
+        setup.calibration,
+        setup.channels_last,
+        setup.attention_ratio,
     )
     if fp8 is not None:
         seconds = seconds + _fp8_casts(ops, fp8, bandwidth, setup)
@@ -232,14 +249,17 @@ def _fp8_casts(ops: OpTable, fp8: np.ndarray, bandwidth_gbs: float, setup: TimeS
     return np.where(fp8, seconds, 0.0)
 
 
-def bus_bandwidth_gbs(spec: GpuSpec, setup: TimeSetup, gpus: int | None = None) -> float:
+def bus_bandwidth_gbs(
+    spec: GpuSpec, setup: TimeSetup, gpus: int | None = None, efficiency: float | None = None
+) -> float:
     """Collective bus bandwidth per GPU over `gpus` GPUs: the slowest link the rings cross.
 
     Across nodes NCCL stripes its rings over every NIC of the node, so the inter-node limit is
     the node's total network bandwidth (per-GPU NIC rate × GPUs per node), not one NIC's.
     """
     gpus = setup.gpus if gpus is None else gpus
-    efficiency = min(1.0, setup.calibration["allreduce_efficiency"])
+    if efficiency is None:
+        efficiency = min(1.0, setup.calibration["allreduce_efficiency"])
     if setup.interconnect == "nvlink" and spec.nvlink_gbs:
         intra = spec.nvlink_gbs / 2  # the catalogue lists both directions together
     else:
@@ -304,7 +324,7 @@ def _collectives(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> tuple[float, 
         return seconds, bandwidth / 1e9, 2 * buckets
     gathers = 1 if setup.strategy == "fsdp-grad-op" else 2
     reduce_bytes = c if setup.strategy == "zero3" else m
-    reduce_share = 1.0 if setup.grad_sync else 1.0 / setup.grad_accum
+    reduce_share = 1.0 if setup.grad_sync or setup.pipelined else 1.0 / setup.grad_accum
     ring = (shard - 1) / shard
     if setup.strategy == "hsdp":
         intra = bus_bandwidth_gbs(spec, setup, shard) * 1e9
@@ -381,6 +401,6 @@ def step_time(phases: PhaseTimes, sizes: Sizes, spec: GpuSpec, setup: TimeSetup)
 
 def _comm_repeats(setup: TimeSetup) -> int:
     """Sharded parameters are gathered again for every micro-batch; DDP/ZeRO-1/2 reduce once."""
-    if setup.strategy in ("zero3", "fsdp", "hsdp", "fsdp-grad-op"):
+    if setup.strategy in ("zero3", "fsdp", "hsdp", "fsdp-grad-op") and not setup.pipelined:
         return setup.grad_accum
     return 1
