@@ -47,6 +47,17 @@ def test_a_mi100_is_in_the_wheel_and_a_cpu_torch_is_told_the_rocm_index() -> Non
     assert check_command(cpu.fix or "") == []  # a wheel the release shipped
 
 
+def test_newer_wheels_are_judged_by_their_sourced_arch_lists() -> None:
+    """torch 2.5-2.11's ROCm wheels (pytorch_rocm_builds.csv, from pasted get_arch_list()
+    outputs and the build script's history): gfx1031 is in none of them; the MI100 in all."""
+    card = readers.load(AMD / "rx6700xt_rocm612.json")
+    mi100 = readers.load(AMD / "mi100_rocm602.json")
+    for version in ("2.5.1+rocm6.2", "2.7.1+rocm6.3", "2.9.0+rocm6.4", "2.11.0+rocm7.2"):
+        result = _result(_with_torch(card, version, "rocm"), "rocm.gfx_in_build")
+        assert result.status == "fail" and "gfx1031" in result.title, version
+        assert _result(_with_torch(mi100, version, "rocm"), "rocm.gfx_in_build").status == "ok"
+
+
 def test_device_access_names_the_groups() -> None:
     card = readers.load(AMD / "mi100_rocm602.json")
     denied = dataclasses.replace(
