@@ -338,3 +338,25 @@ def test_slurm_memory_notes_that_did_not_kill_are_not_a_crash(tmp_path):
     )
     root = diagnose.diagnose_paths([log]).root
     assert root is not None and root.cause == "cpu_oom_killed"
+
+
+FRESH7 = LOGS / "fresh7"
+
+
+def test_the_seventh_fresh_blind_set():
+    """Collected on 2026-12-06 by a collector who did not see dlrig's answers, by symptom, from
+    22 projects (threads no earlier set used): 22 threads, 14 in the vocabulary. Measured once,
+    blind, at commit d21e5cb: 10 of 14 named right, 2 of 8 outside answered with confidence
+    (vLLM's "max seq len is larger than ... KV cache" as GPU memory, and a fp32 run whose loss
+    went NaN from too high a learning rate as the NaN-loss cause; both with the confirmed fix
+    first or second, so the labels stay "outside" as collected). Then: a quoted `killed` in
+    the user's words, TH's "unable to write to file </torch_...>" without an errno, the NaN
+    cause's headline widened to divergence, vLLM's context-over-KV-cache fix built from its
+    two numbers. Left as misses: LLaVA's "cannot import name" hiding a flash-attn built for
+    another torch (the log shows no symbol), and CUDNN_STATUS_NOT_INITIALIZED that was memory
+    (dlrig names the cuDNN status, whose first fix is a smaller batch). The floor, not blind."""
+    right, inside, confident, outside = _blind_set(FRESH7)
+    print(f"\nseventh fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    assert (inside, outside) == (14, 8)
+    assert right >= 12
+    assert confident <= 2

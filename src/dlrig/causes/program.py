@@ -36,12 +36,14 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "fp16_overflow_nan",
-        "fp16 overflow: loss became NaN/inf",
+        "The loss became NaN/inf: fp16 overflow or diverging training",
         "In float16 values above 65504 overflow to inf and become NaN; the loss scaler skips "
         "steps until the scale collapses. Some model families (T5, large activations) overflow "
-        "in fp16 regardless of scaling.",
-        "Train in bf16 (Ampere or newer) or fp32 for the overflowing layers; lower the "
-        "learning rate, clip gradients, and check the data for inf/NaN.",
+        "in fp16 regardless of scaling. In bf16 or fp32 the same NaN means the optimisation "
+        "diverged: a learning rate too high for the batch, no warmup, or inf/NaN in the data.",
+        "In fp16: train in bf16 (Ampere or newer) or fp32 for the overflowing layers. In any "
+        "precision: lower the learning rate, add warmup, clip gradients, and check the data "
+        "for inf/NaN.",
     ),
     Cause(
         "tensors_on_mixed_devices",
