@@ -120,3 +120,12 @@ def test_advice_offers_more_context_parallel_ranks_for_a_long_sequence():
     offered = {advice.change: advice for advice in result.advice}
     assert offered["--cp 8"].fits
     assert offered["--cp 8"].memory_peak_bytes < result.memory_peak_bytes * 0.7
+
+
+def test_the_largest_batch_is_found_when_the_optimizer_step_holds_the_peak(traced):
+    """A model-parallel GPU's activations are small: at the traced batches the peak is in the
+    optimizer step and does not move with the batch, so the memory line alone would guess an
+    astronomical batch (torch refused to size its tensors). The activations' growth bounds it."""
+    result = _evaluate(traced, gpus=8, strategy="fsdp", tp=2, search_max_batch=True)
+    assert not any("search stopped" in note for note in result.notes)
+    assert 4 <= (result.max_batch_size or 0) <= 200

@@ -16,10 +16,15 @@ def max_batch(traced: TracedWorkload, ctx: Context, limit: int) -> int:
     """Largest per-GPU batch whose peak fits: memory is affine in the batch, so two batches give
     the line and a trace at the answer checks it (and the next batch up must not fit)."""
     b1 = traced.batch
-    m1 = memory_at(traced, ctx, b1).needed_bytes
+    first = memory_at(traced, ctx, b1)
     b2 = b1 * 2
-    m2 = memory_at(traced, ctx, b2).needed_bytes
-    slope = max(1.0, (m2 - m1) / (b2 - b1))
+    second = memory_at(traced, ctx, b2)
+    m1, m2 = first.needed_bytes, second.needed_bytes
+    # Where the peak sits in the optimizer step (small activations: a sharded or model-parallel
+    # GPU's share), it does not move between two small batches; the activations still grow, and
+    # they take the peak over as the batch does: the larger slope keeps the guess finite.
+    grown = (second.activation_peak_bytes - first.activation_peak_bytes) / (b2 - b1)
+    slope = max(1.0, (m2 - m1) / (b2 - b1), grown)
     intercept = m1 - slope * b1
     guess = max(0, int((limit - intercept) // slope))
     for _ in range(6):

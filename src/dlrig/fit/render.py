@@ -121,7 +121,8 @@ def render_text(result: FitResult, console: Any) -> None:
             f"host RAM for CPU offload: {human_bytes(result.host_memory_bytes_per_node)} per node"
         )
     if result.max_batch_size is not None:
-        console.print(f"largest batch that fits: [bold]{result.max_batch_size}[/bold] per GPU")
+        unit = "per replica" if _model_parallel(setup) else "per GPU"
+        console.print(f"largest batch that fits: [bold]{result.max_batch_size}[/bold] {unit}")
     if result.global_batch:
         gb = result.global_batch
         console.print(
