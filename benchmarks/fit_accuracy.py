@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from dlrig import fit
+from dlrig.errors import DlrigError
 from dlrig.fit import context, store
+from dlrig.fit.hardware import resolve_model
 from dlrig.fit.parallel import mesh_of
 from dlrig.knowledge import gpus
 
@@ -136,7 +138,13 @@ def fold(row: dict[str, str]) -> int:
 
 
 def _gpu_id(text: str) -> str | None:
-    spec = gpus.catalogue().resolve(text.split("(")[0].strip())
+    name = text.split("(")[0].strip()
+    spec = gpus.catalogue().resolve(name)
+    if spec is None:  # a bare family name ("H100 (DGX-H100)"): the SKU `dlrig fit` takes it as
+        try:
+            spec = resolve_model(name)[0]
+        except DlrigError:
+            return None
     return spec.id if spec else None
 
 
