@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import DlrigError
-from dlrig.fit import hardware
+from dlrig.fit import hardware, parallel
 from dlrig.fit.context import Context, memory_at, sharded_full, storage
 from dlrig.fit.options import WORKLOAD_FIELDS, check, replace_options
 from dlrig.fit.result import Advice
@@ -37,6 +37,13 @@ def _setup(
     options = replace_options(ctx.options, **changes)
     try:
         check(options)
+        # a layout the model cannot take (heads, layers, sequence chunks) is no remedy either
+        parallel.check_model(
+            parallel.mesh_of(options),
+            traced.workload.config,
+            traced.layers,
+            options.seq_len or traced.workload.seq_len,
+        )
     except DlrigError:
         return None
     precision, why = ctx.precision, ctx.precision_why

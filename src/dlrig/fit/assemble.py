@@ -71,7 +71,14 @@ def result(traced: TracedWorkload, ctx: Context) -> FitResult:
             f"{human_bytes(paged_out)} of paged optimizer state crosses PCIe twice a step: "
             f"+{paging:.2f} s"
         )
-    replicas = mesh_of(o).dp  # tp, pp and cp ranks share their replica's samples
+    mesh = mesh_of(o)
+    replicas = mesh.dp  # tp, pp and cp ranks share their replica's samples
+    if mesh.pp > o.grad_accum:
+        notes.append(
+            f"{o.grad_accum} micro-batch(es) a step through {mesh.pp} pipeline stages: each "
+            f"stage idles {(mesh.bubble - 1) / mesh.bubble:.0%} of the step; "
+            f"--grad-accum {mesh.pp} or more keeps them busy"
+        )
     samples_per_step = batch * replicas * o.grad_accum
     samples_per_s = samples_per_step / timing.step_s if timing.step_s > 0 else None
     tokens_per_sample = traced.workload.tokens_per_sample

@@ -115,7 +115,8 @@ def assumptions(
         f"({time_setup(ctx).mamf_ratio:.2f}× dense peak), fp32 CUDA-core matmuls at "
         f"{fitted['fp32_efficiency']:.2f}× peak, convolutions as matmuls (NCHW on tensor cores "
         f"{fitted['nchw_conv_efficiency']:.2f}× that, plus the layout transposes), "
-        f"fused attention {fitted['attention_efficiency']:.2f}× peak, memory-bound kernels at "
+        f"fused attention {fitted['attention_efficiency'] * time_setup(ctx).attention_ratio:.2f}× "
+        "peak, memory-bound kernels at "
         f"{fitted['memory_bandwidth_efficiency']:.2f}× bandwidth, +{fitted['kernel_tail_us']:g} µs per "
         f"computing kernel, ≥ {fitted['min_kernel_us']:g} µs per operator (fitted on "
         "benchmarks/data/measured_training.csv without its held-out rows)"
@@ -154,9 +155,16 @@ def assumptions(
     mesh = mesh_of(o)
     if not mesh.trivial:
         out.append(
-            f"model parallel: {mesh.describe()} = {o.gpus} GPUs; each GPU holds 1/{mesh.model_split} "
-            f"of the weights before {o.strategy} shards them over {mesh.data_parallel} GPUs, and "
-            f"{activation_scale(mesh):.3g}× the traced micro-batch's activations"
+            f"model parallel: {mesh.describe()} = {o.gpus} GPUs; each GPU holds 1/{mesh.tp} of "
+            f"the largest pipeline stage's weights"
+            + (
+                f", replicated over {mesh.data_parallel} data-parallel GPUs"
+                if o.strategy == "ddp"
+                else f", {o.strategy} shards the optimizer state over {mesh.data_parallel} GPUs"
+                if o.strategy == "zero1"
+                else f", {o.strategy} shards them over {mesh.data_parallel} GPUs"
+            )
+            + f", and {activation_scale(mesh):.3g}× the traced micro-batch's activations"
             + (" (sequence parallel)" if mesh.tp > 1 else "")
             + f"; compute split evenly over {mesh.compute_split} GPUs at the same efficiency; "
             "tensor- and context-parallel collectives exposed (async TP would hide some)"

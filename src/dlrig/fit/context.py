@@ -78,8 +78,9 @@ def resolve(traced: TracedWorkload, machine: Any, changes: dict[str, Any]) -> Co
     mesh = parallel.mesh_of(options)
     if not mesh.trivial and traced.method != "trace":
         raise InputError(
-            "--tp/--pp/--cp are modelled on the traced estimate, not the analytic one",
-            fix="drop --analytic (or the model-parallel degrees)",
+            f"--tp/--pp/--cp are modelled on a traced step, and {traced.workload.name} could "
+            "only be counted analytically",
+            fix="drop the model-parallel degrees, or give a model dlrig can trace (--config)",
         )
     parallel.check_model(mesh, traced.workload.config, traced.layers, traced.workload.seq_len)
     if options.optimizer != traced.options.optimizer and not (
@@ -134,12 +135,8 @@ def data_parallel_node(options: Options) -> int:
 
 def plan_of(ctx: Context) -> Plan:
     o = ctx.options
-    # FSDP under a pipeline keeps each stage's weights gathered from forward to backward
-    # (torchtitan: reshard_after_forward=False with PP, no all-gather per micro-batch), and
-    # torch.distributed.pipelining syncs gradients only in the last micro-batch's backward
-    strategy = "fsdp-grad-op" if o.pp > 1 and o.strategy == "fsdp" else o.strategy
     return Plan(
-        strategy,
+        data_parallel_strategy(o),
         parallel.mesh_of(o).data_parallel,
         data_parallel_node(o),
         ctx.precision,
@@ -147,11 +144,17 @@ def plan_of(ctx: Context) -> Plan:
         o.offload,
         o.prefetch,
         optimizer_in_backward=o.optimizer_in_backward,
-        # torch's pipeline schedules turn FSDP's gradient sync off until the last micro-batch
-        unsynced=(not o.grad_sync or (o.pp > 1 and o.strategy in ("fsdp", "hsdp")))
+        unsynced=(not o.grad_sync or parallel.pipelined_fsdp(o))
         and o.grad_accum > 1
-        and o.gpus > 1,
+        and parallel.mesh_of(o).data_parallel > 1,
     )
+
+
+def data_parallel_strategy(options: Options) -> str:
+    """The data-parallel strategy as memory and time see it. FSDP under a pipeline keeps each
+    stage's weights gathered from forward to backward (torchtitan: reshard_after_forward=False
+    with PP, no all-gather per micro-batch): SHARD_GRAD_OP's footprint and one gather a step."""
+    return "fsdp-grad-op" if parallel.pipelined_fsdp(options) else options.strategy
 
 
 def memory_at(traced: TracedWorkload, ctx: Context, batch: int) -> MemoryEstimate:
@@ -186,7 +189,7 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
     o = ctx.options
     return TimeSetup(
         precision=ctx.precision,
-        strategy=o.strategy,
+        strategy=data_parallel_strategy(o),
         gpus=parallel.mesh_of(o).data_parallel,
         gpus_per_node=data_parallel_node(o),
         grad_accum=o.grad_accum,
@@ -200,7 +203,7 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
         fp8=o.fp8,
         fp8_mamf_ratio=float(fp8_ratios.get(ctx.spec.id, fp8_ratios["default"])),
         compiled=o.compile != "none",
-        pipelined=o.pp > 1 and o.strategy in ("fsdp", "hsdp"),
+        pipelined=parallel.pipelined_fsdp(o),
         attention_ratio=float(
             table["attention_ratio"].get(ctx.spec.architecture, table["attention_ratio"]["default"])
         ),
@@ -241,10 +244,6 @@ def time_at(
     if mesh.trivial:
         return phases, step
     o = ctx.options
-    whole = dataclasses.replace(setup, gpus=o.gpus, gpus_per_node=o.gpus_per_node)
-    # large, back-to-back collectives of the activations: NCCL's own bus bandwidth, not the
-    # fitted data-parallel figure (which also absorbs how gradient buckets overlap)
-    model_parallel = min(1.0, setup.calibration["model_parallel_bus_efficiency"])
     moved = parallel.traffic(
         mesh,
         traced.workload.config,
@@ -253,10 +252,33 @@ def time_at(
         traced.workload.seq_len or 1,
         compute_bytes(ctx.precision),
         o.grad_checkpointing == "full",
-        # tp and cp are the innermost mesh dimensions: their groups are the GPUs next to each
-        # other; the pipeline's sends cross nodes once the job does
-        bus_bandwidth_gbs(ctx.spec, whole, mesh.tp * mesh.cp, model_parallel),
-        bus_bandwidth_gbs(ctx.spec, whole, o.gpus, model_parallel),
+        model_parallel_links(ctx, setup),
         setup.calibration["collective_latency_us"] * 1e-6,
     )
     return phases, parallel.with_model_parallel(step, mesh, moved)
+
+
+def model_parallel_links(ctx: Context, setup: TimeSetup) -> tuple[float, float, float]:
+    """GB/s of bus bandwidth of the tp group, the cp group and a pipeline send. The mesh is laid
+    out tp innermost, then cp, dp and pp: a tp group is the GPUs next to each other, a cp group
+    takes one GPU of each tp group, and a stage sends to the same rank of the next stage, over
+    its own NIC once stages are on different nodes. These are large, back-to-back collectives
+    of activations: NCCL's own bus bandwidth, not the fitted data-parallel figure (which also
+    absorbs how gradient buckets overlap)."""
+    o = ctx.options
+    mesh = parallel.mesh_of(o)
+    per_node = o.gpus_per_node
+    efficiency = min(1.0, setup.calibration["model_parallel_bus_efficiency"])
+
+    def link(group: int, members_per_node: int) -> float:
+        grouped = dataclasses.replace(
+            setup, gpus=group, gpus_per_node=max(1, min(members_per_node, per_node))
+        )
+        return bus_bandwidth_gbs(ctx.spec, grouped, group, efficiency)
+
+    stage_crosses_nodes = o.gpus > per_node and o.gpus // mesh.pp >= per_node
+    return (
+        link(mesh.tp, per_node),
+        link(mesh.cp, per_node // mesh.tp if mesh.tp <= per_node else 1),
+        link(2, 1 if stage_crosses_nodes else 2),
+    )

@@ -26,6 +26,7 @@ frameworks enable with tp.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +118,13 @@ def check_mesh(options: Options) -> None:
         )
 
 
+def pipelined_fsdp(options: Options) -> bool:
+    """FSDP under a pipeline: torchtitan keeps a stage's weights gathered from forward to
+    backward, and torch.distributed.pipelining syncs gradients only in the last micro-batch's
+    backward, so weights are gathered and gradients reduced once per step."""
+    return options.pp > 1 and options.strategy == "fsdp"
+
+
 def mesh_of(options: Options) -> Mesh:
     dp = max(1, options.gpus // (options.tp * options.pp * options.cp))
     return Mesh(options.tp, options.pp, options.cp, dp, options.grad_accum, options.pp_schedule)
@@ -156,23 +164,45 @@ def check_model(mesh: Mesh, config: Any, layers: int | None, seq_len: int | None
         )
 
 
+def _stage_share(block: float, root: float, total: float, pp: int) -> float:
+    """The share of `total` the largest pipeline stage holds: whole blocks, ceil(L / pp) of
+    them, plus one end of the root (the embedding on the first stage, the head on the last:
+    half of it each, as for untied weights)."""
+    if pp == 1:
+        return 1.0
+    if total <= 0:
+        return 1.0 / pp
+    if block <= 0:
+        return min(1.0, (root / 2 + max(0.0, total - root) / pp) / total)
+    layers = max(1, round((total - root) / block))
+    return min(1.0, (math.ceil(layers / pp) * block + root / 2) / total)
+
+
 def split_sizes(sizes: Sizes, mesh: Mesh) -> Sizes:
-    """One GPU's share of the weights before data-parallel sharding: every count over tp × pp,
-    a block and the root (embedding, head) over tp only, as a stage holds whole blocks."""
+    """One GPU's share of the weights before data-parallel sharding: the largest pipeline
+    stage's blocks and its end of the root, all over tp (vocabulary-parallel embedding and
+    head); a block and the root over tp only."""
     if mesh.model_split == 1:
         return sizes
-    split, tp = mesh.model_split, mesh.tp
+    tp = mesh.tp
+    trained = _stage_share(
+        sizes.block_trainable, sizes.root_trainable, sizes.trainable_count, mesh.pp
+    )
+    frozen = _stage_share(
+        sizes.block_frozen_bytes, sizes.root_frozen_bytes, sizes.frozen_bytes, mesh.pp
+    )
+    frozen_count = sizes.param_count - sizes.trainable_count
     return dataclasses.replace(
         sizes,
-        param_count=sizes.param_count // split,
-        trainable_count=sizes.trainable_count // split,
-        trainable_bytes=sizes.trainable_bytes // split,
-        frozen_bytes=sizes.frozen_bytes // split,
+        param_count=int((sizes.trainable_count * trained + frozen_count * frozen) / tp),
+        trainable_count=int(sizes.trainable_count * trained / tp),
+        trainable_bytes=int(sizes.trainable_bytes * trained / tp),
+        frozen_bytes=int(sizes.frozen_bytes * frozen / tp),
         block_trainable=sizes.block_trainable // tp,
         block_frozen_bytes=sizes.block_frozen_bytes // tp,
         root_trainable=sizes.root_trainable // tp,
         root_frozen_bytes=sizes.root_frozen_bytes // tp,
-        state_bytes=sizes.state_bytes // split,
+        state_bytes=int(sizes.state_bytes * trained / tp),
     )
 
 
@@ -202,12 +232,12 @@ def traffic(
     seq_len: int,
     compute_bytes: int,
     recompute: bool,
-    intra_gbs: float,
-    inter_gbs: float,
+    links_gbs: tuple[float, float, float],
     latency_s: float,
 ) -> Traffic:
-    """Bytes each GPU moves per step in its tp, cp and pp groups, over the link that group uses
-    (`intra_gbs` within a node, `inter_gbs` across nodes; GB/s of bus bandwidth)."""
+    """Bytes each GPU moves per step in its tp, cp and pp groups, each over the link that group
+    uses (`links_gbs`: GB/s of bus bandwidth of the tp group, the cp group, a pipeline send)."""
+    tensor_gbs, context_gbs, pipeline_gbs = links_gbs
     if mesh.trivial:
         return Traffic(0.0, 0.0, 0.0)
     hidden = int(config.hidden_size)
@@ -223,18 +253,18 @@ def traffic(
         # the MLP, forward and backward, again forward when checkpointing replays the layer
         passes = 12 if recompute else 8
         volume = passes * (mesh.tp - 1) / mesh.tp * activation * stage_layers
-        tensor = volume / (intra_gbs * 1e9) + passes * stage_layers * latency_s
+        tensor = volume / (tensor_gbs * 1e9) + passes * stage_layers * latency_s
     if mesh.cp > 1:
         kv = 2 * tokens * kv_heads * head_dim / mesh.tp * compute_bytes
         passes = 4 if recompute else 3  # gather forward; gather + reduce-scatter backward
         volume = passes * (mesh.cp - 1) * kv * stage_layers
-        context = volume / (intra_gbs * 1e9) + passes * stage_layers * latency_s
+        context = volume / (context_gbs * 1e9) + passes * stage_layers * latency_s
     pipeline = 0.0
     if mesh.pp > 1:
         # sends along the pipeline overlap the other micro-batches' compute except while
         # it fills and drains: 2 (pp - 1) sends of one micro-batch's boundary activations
         send = activation / mesh.tp
-        pipeline = 2 * (mesh.pp - 1) * (send / (inter_gbs * 1e9) + latency_s)
+        pipeline = 2 * (mesh.pp - 1) * (send / (pipeline_gbs * 1e9) + latency_s)
     steps = mesh.microbatches
     return Traffic(tensor * steps, context * steps, pipeline)
 
