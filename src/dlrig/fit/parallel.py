@@ -8,14 +8,16 @@ says what share of it one GPU holds and computes, and what the model-parallel gr
 | tp     | 1/tp of every weight (vocab-parallel embedding  | 4 all-gathers + 4 reduce-scatters of the      |
 |        | and head, loss parallel); activations 1/tp      | layer's activations per layer (sequence       |
 |        | (sequence parallelism shards the rest)          | parallel), 4 more when checkpointing replays  |
-| pp     | 1/pp of the layers; activations of min(pp, m)   | the bubble: (pp - 1) / v stage times per step |
+| pp     | ceil(L/pp) layers and the embedding or head;    | the bubble: (pp - 1) / v stage times per step |
+|        | activations of min(pp, m)                       |                                               |
 |        | micro-batches in flight on the first stage      | (v = 2 interleaved, 1 for 1F1B and GPipe);    |
 |        | (1F1B), all m under GPipe                       | one send of activations per stage boundary    |
 | cp     | activations 1/cp (the sequence is split)        | the keys and values of the other ranks, once  |
 |        |                                                 | forward and twice backward (all-gather ring)  |
 
 Data parallelism (DDP/FSDP/ZeRO) then runs over dp × cp GPUs (torchtitan shards FSDP over
-dp_shard × cp), on 1/(tp × pp) of the model, with gpus-per-node / tp of its members on each node
+dp_shard × cp), on the largest stage's share of the model over tp, with gpus-per-node / tp of
+its members on each node
 (tp is the innermost mesh dimension, so a data-parallel ring crosses a node's NICs once per tp
 group). Compute divides evenly; smaller matrices per GPU are assumed to run as efficiently, and
 tensor-parallel collectives are assumed exposed (async TP overlaps some of them: the estimate
