@@ -380,7 +380,7 @@ def category(case: Case) -> str:
     o = case.options
     if o.lora or o.qlora:
         return "LoRA/QLoRA"
-    if o.tp * o.pp * o.cp > 1:
+    if not mesh_of(o).trivial:
         return "TP/PP/CP"
     if o.compile != "none" or o.fp8:
         return "compile/FP8"

@@ -274,13 +274,11 @@ def rank(result: ScanResult, signature_set: SignatureSet) -> list[Ranked]:
         if proof:
             survived.append(Ranked(candidate, "survived", 0.0, f"the run went on past it: {proof}"))
             del candidates[cause]
-    failure_seen = any(c.level == "fatal" for c in candidates.values()) or any(
-        result.markers.values()
-    )
+    any_fatal = any(c.level == "fatal" for c in candidates.values())
+    failure_seen = any_fatal or any(result.markers.values())
     # A warning-level finding alone (a few overflows, a library warning) is not a crash. Past a
     # failure, a strong warning counts; a weak one (a possible cause) only when nothing fatal
     # was found: then it is the one lead there is, and its confidence stays low.
-    any_fatal = any(c.level == "fatal" for c in candidates.values())
     valid = {
         cause: c
         for cause, c in candidates.items()

@@ -135,9 +135,10 @@ def data_parallel_node(options: Options) -> int:
 
 def plan_of(ctx: Context) -> Plan:
     o = ctx.options
+    data_parallel = parallel.mesh_of(o).data_parallel
     return Plan(
         data_parallel_strategy(o),
-        parallel.mesh_of(o).data_parallel,
+        data_parallel,
         data_parallel_node(o),
         ctx.precision,
         o.optimizer,
@@ -146,7 +147,7 @@ def plan_of(ctx: Context) -> Plan:
         optimizer_in_backward=o.optimizer_in_backward,
         unsynced=(not o.grad_sync or parallel.pipelined_fsdp(o))
         and o.grad_accum > 1
-        and parallel.mesh_of(o).data_parallel > 1,
+        and data_parallel > 1,
     )
 
 
@@ -279,6 +280,6 @@ def model_parallel_links(ctx: Context, setup: TimeSetup) -> tuple[float, float, 
     stage_crosses_nodes = o.gpus > per_node and o.gpus // mesh.pp >= per_node
     return (
         link(mesh.tp, per_node),
-        link(mesh.cp, per_node // mesh.tp if mesh.tp <= per_node else 1),
+        link(mesh.cp, data_parallel_node(o)),
         link(2, 1 if stage_crosses_nodes else 2),
     )

@@ -75,7 +75,7 @@ def phase_peaks(trace: Trace, held: Held, grads_kept: bool) -> dict[str, PhaseMo
     two bounding moments, see PhaseMoments)."""
     curves = trace.curves
     activations = (curves["activation"] + curves["backward_temp"]) * held.activation_scale
-    copies = curves["weight_copy"] * (held.copy_scale if held.keeps_weight_copies else 0.0)
+    copies = curves["weight_copy"] * held.copy_scale
     grads = curves["gradient"] * held.gradient_scale
     if grads_kept:  # kept across micro-batches, or between steps (zero_grad(set_to_none=False))
         grads = np.full_like(grads, float(curves["gradient"].max()) * held.gradient_scale)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Literal, TypedDict
 
 from dlrig.errors import InputError
-from dlrig.fit.parallel import check_mesh
+from dlrig.fit.parallel import check_mesh, mesh_of
 from dlrig.knowledge.weight_formats import bits_per_weight
 
 # Each vocabulary is a Literal (what mypy checks) and its tuple (what --help and the checks
@@ -396,7 +396,7 @@ def _check_combinations(options: Options) -> None:
                     f"{_flag(name)} applies only to --inference",
                     fix=f"add --inference, or drop {_flag(name)}",
                 )
-    replicas = max(1, options.gpus // (options.tp * options.pp * options.cp))
+    replicas = mesh_of(options).dp
     if options.global_batch is not None and options.global_batch < replicas:
         raise InputError(
             f"--global-batch {options.global_batch} is smaller than the {replicas} data-parallel replicas: every replica needs at least one sample",

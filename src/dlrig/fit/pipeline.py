@@ -13,6 +13,7 @@ from dlrig.errors import InputError
 from dlrig.fit import analytic, assemble, hardware, inference, tracing
 from dlrig.fit.context import convolutional, resolve, sharded_full, storage
 from dlrig.fit.options import WORKLOAD_FIELDS, Options, check, replace_options
+from dlrig.fit.parallel import mesh_of
 from dlrig.fit.result import FitResult
 from dlrig.fit.tracing import TracedWorkload
 
@@ -58,7 +59,7 @@ def trace(options: Options) -> TracedWorkload:
 def estimate(options: Options, machine: Any = None) -> FitResult:
     """Estimate memory, batch size and speed."""
     check(options)
-    if options.analytic and options.tp * options.pp * options.cp > 1:
+    if options.analytic and not mesh_of(options).trivial:
         raise InputError(
             "--tp/--pp/--cp are modelled on the traced estimate, not the analytic one",
             fix="drop --analytic (or the model-parallel degrees)",

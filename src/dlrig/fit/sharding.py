@@ -72,7 +72,6 @@ class Held:
     gathered: float  # all-gathered units alive at the peak (transient)
     gradient_scale: float  # traced gradient bytes -> this strategy's gradient bytes
     optimizer_temp_scale: float
-    keeps_weight_copies: bool
     host_bytes_per_gpu: float  # CPU offload
     shard: int  # GPUs one copy of the state is split over
     buffers_in_optimizer: bool = True  # DDP/ZeRO buckets persist; FSDP's unit gradients do not
@@ -81,10 +80,11 @@ class Held:
     pageable: float = 0.0
     # optimizer in backward: the one gradient alive while its parameter steps (backward only)
     live_gradient: float = 0.0
-    # model parallelism (fit/parallel.py): the traced activations and autocast weight copies
-    # of the whole model -> this GPU's share
-    activation_scale: float = 1.0
+    # the traced autocast weight copies -> this GPU's: 1 where the module is fp32 and unsharded
+    # (DDP), else 0; model parallelism (fit/parallel.py) takes its share of them and of the
+    # traced activations
     copy_scale: float = 1.0
+    activation_scale: float = 1.0
 
 
 def compute_bytes(precision: str) -> int:
@@ -183,7 +183,7 @@ def held(sizes: Sizes, plan: Plan) -> Held:
         gathered=gathered,
         gradient_scale=grad_scale,
         optimizer_temp_scale=temp_scale,
-        keeps_weight_copies=copies,
+        copy_scale=1.0 if copies else 0.0,
         host_bytes_per_gpu=host,
         shard=shard,
         buffers_in_optimizer=plan.strategy not in ("fsdp", "hsdp", "fsdp-grad-op"),

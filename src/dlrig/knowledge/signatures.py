@@ -162,8 +162,8 @@ class SignatureSet:
         benchmark)."""
         found: list[re.Pattern[str]] = []
         for signature in self.signatures:
-            found += [r.compiled() for r in (*signature.patterns, *signature.fields)]
-            found += [r.compiled() for r in signature.exclude]
+            regexes = (*signature.patterns, *signature.fields, *signature.exclude)
+            found += [r.compiled() for r in regexes]
         for finish in self.finishes:
             found += finish.patterns
         for fact in self.facts:
