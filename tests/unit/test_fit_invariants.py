@@ -131,6 +131,32 @@ def test_a_long_sequence_that_does_not_fit_is_offered_a_shorter_one():
     assert not any("--gpus" in a.change for a in result.advice)
 
 
+def test_remedies_that_cannot_help_are_not_traced(monkeypatch):
+    # A full fine-tune whose optimizer step alone is over the card: weights, gradients, Adam's
+    # state and its temporaries do not shrink with the data, so a shorter sequence, a smaller
+    # micro-batch or checkpointing cannot fit it, and each would have cost a trace (the 70B
+    # FSDP estimate spent a third of its time on them).
+    from dlrig.fit import advice
+
+    traced_for: list[dict[str, object]] = []
+    real_trace = advice.trace
+
+    def counting(options: fit.Options) -> object:
+        traced_for.append({"seq_len": options.seq_len, "ckpt": options.grad_checkpointing})
+        return real_trace(options)
+
+    monkeypatch.setattr(advice, "trace", counting)
+    result = fit.estimate(fit.Options(model="gpt2-xl", gpu="rtx-4090", seq_len=256, batch_size=1))
+    assert not result.fits and result.peak_phase == "optimizer"
+    assert not any(t["seq_len"] != 256 or t["ckpt"] != "none" for t in traced_for), traced_for
+    assert not any(
+        {"seq_len", "batch_size", "grad_checkpointing"} & set(a.options) for a in result.advice
+    )
+    # what does help is still offered, and fits
+    assert any(a.options.get("optimizer") == "adamw-8bit" for a in result.advice)
+    assert all(a.fits for a in result.advice)
+
+
 def test_does_not_fit_says_what_would():
     # fp16 autocast, as "auto" picks on a T4 (stated here: the checkpoint's bf16 would be traced
     # first, then again in fp16 autocast for a GPU without bf16)

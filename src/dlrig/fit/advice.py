@@ -166,12 +166,17 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
     # they alone are over, neither can help (and each shorter sequence is a trace)
     parts = memory.breakdown
     held = parts["parameters"] + parts["optimizer_state"] + parts["cuda_context"]
-    shrinkable = held < limit
+    if memory.peak_phase == "optimizer":
+        # the step's gradients and temporaries do not shrink with the data either: where the
+        # optimizer step alone is over, a shorter sequence only moves the activations' peak
+        held += parts["gradients"] + parts["optimizer_temporaries"] + parts["nccl_buffers"]
+    shrinkable = held - memory.pageable_bytes < limit
     if shrinkable:
         out.extend(_shorter_sequences(traced, ctx, {}))
         out.extend(_smaller_micro_batch(traced, ctx))
     for changes in singles:
-        add(changes, _peak(traced, ctx, changes), _note(changes))
+        if shrinkable or not ACTIVATIONS_ONLY.issuperset(changes):
+            add(changes, _peak(traced, ctx, changes), _note(changes))
     # Pairs are looked for unless one change of the run itself already fits: a shorter
     # sequence changes the data, a smaller micro-batch the speed, more or larger GPUs money.
     if not any(a for a in out if not _CHANGES_THE_SETUP & set(a.options)):
@@ -197,6 +202,9 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
     return tuple(out)
 
 
+# Remedies that shrink only the activations: no help alone where what is held is over (each
+# would be a trace), though they still pair with those that shrink the rest.
+ACTIVATIONS_ONLY = frozenset({"grad_checkpointing", "loss_chunks", "cp"})
 # Remedies that change the data, the pace or the hardware rather than the run itself.
 _CHANGES_THE_SETUP = {"gpu", "gpus", "seq_len", "batch_size"}
 
