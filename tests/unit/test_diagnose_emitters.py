@@ -27,7 +27,6 @@ NO_CAUSE = {
     "1:56": "TensorFlow's INFO 'Could not find cuda drivers on your machine'",
     "1:27": "xFormers' warning alone: the run may go on without its kernels (no failure pasted)",
     "1:46": "Ray's /dev/shm warning alone: slower, not a failure (no failure pasted)",
-    "1:65": "vLLM's bf16 check on a pre-Ampere GPU: the vocabulary has no 'dtype unsupported' cause",
     "2:20": "c10d's client socket timeout: the thread is unresolved; dlrig names the interface",
     "2:27": "DeepSpeed's OVERFLOW lines down to scale 2 with no failure after them",
     "2:66": "PyTorch 0.3's 'GPU is too old' warning with no failure after it",
@@ -74,8 +73,11 @@ def _root(row: dict[str, str], folder) -> diagnose.Finding | None:
     return diagnose.diagnose_paths([log]).root
 
 
-# (rows, named right at least, of them with confidence at least)
-FLOORS = {"1": (73, 68, 65), "2": (120, 114, 111)}
+# (rows, named right at least, of them with confidence at least). Set 2's three bare "CUDA driver
+# version is insufficient" rows (cudart's error 35 alone) are named, not sure: cudart reports the
+# same error when it finds no driver at all (a container without the NVIDIA runtime; fresh8's
+# faster-whisper-1229), so the bare message is a lead (111 before 2026-12-07).
+FLOORS = {"1": (73, 69, 66), "2": (120, 114, 108)}
 
 
 @pytest.mark.parametrize("name", sorted(SETS))

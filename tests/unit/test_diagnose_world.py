@@ -297,6 +297,31 @@ def test_the_sixth_fresh_blind_set():
     assert right >= 16 and confident <= 1
 
 
+FRESH8 = LOGS / "fresh8"
+
+
+def test_the_eighth_fresh_blind_set():
+    """Collected on 2026-12-07 by a collector who did not see dlrig's answers, by symptom (about
+    40 symptom queries), at most three threads per repository, from threads no earlier set
+    used: 24 threads, 19 in the vocabulary as it stood. Measured once, blind, at commit
+    e31686b: 15 of 19 named right, 2 of 5 outside answered with confidence (FlashAttention's
+    "only supports Ampere GPUs or newer" on a V100 as a build without the GPU's kernels, and
+    a bare "CUDA driver version is insufficient" from a container that was not given the GPU
+    as an old driver). Then: Lightning's own wording of DDP's unused parameters, a training
+    loop that raises "loss became NaN", the new cause gpu_too_old_for_feature (the V100 thread
+    relabelled to it: its confirmed cause is that cause), and cudart's bare error 35 as a lead,
+    not a verdict (it is also what a process that sees no driver gets). Left as misses: a vLLM
+    extension built for CUDA 12 under a CUDA 11.8 torch, named as the missing libcudart.so.12,
+    and TensorFlow's bare "DNN library is not found" that was a cuDNN version (named as cuDNN
+    that cannot be loaded, whose explanation says "or the wrong version"). The floor, not
+    blind."""
+    right, inside, confident, outside = _blind_set(FRESH8)
+    print(f"\neighth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    assert (inside, outside) == (20, 4)
+    assert right >= 18
+    assert confident <= 0
+
+
 def test_killed_in_the_users_language_is_a_sigkill(tmp_path):
     """bash prints strsignal(SIGKILL) in the user's locale (glibc's libc.mo); a progress bar
     that printed no newline leaves it glued to the bar."""
@@ -360,3 +385,21 @@ def test_the_seventh_fresh_blind_set():
     assert (inside, outside) == (14, 8)
     assert right >= 12
     assert confident <= 2
+
+
+def test_cudart_error_35_alone_is_a_lead_that_names_the_container_case():
+    # fresh8's faster-whisper-1229: the container was not given the GPU, and cudart said
+    # "driver version is insufficient" (it says the same when it finds no driver at all)
+    root = _root("fresh8/faster-whisper-1229-docker-gpu-not-exposed.log")
+    assert root.cause == "driver_too_old" and root.confidence < CONFIDENT
+    assert "none visible" in root.explanation
+    assert any("--gpus all" in fix for fix in root.fixes)
+    # the driver API's own code is the driver refusing: still a verdict
+    emitted = _root("driver_too_old/human-pose-thcudacheck-error35.log")
+    assert emitted.cause == "driver_too_old"
+
+
+def test_a_library_refusing_a_feature_names_the_capability_it_needs():
+    root = _root("fresh8/ms-agent-303-flashattention-ampere-v100.log")
+    assert root.cause == "gpu_too_old_for_feature" and root.confidence >= CONFIDENT
+    assert any('attn_implementation="sdpa"' in fix for fix in root.fixes)

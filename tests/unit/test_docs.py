@@ -83,6 +83,7 @@ def test_cause_vocabulary_is_complete():
         "no_amdgpu_driver",
         "gpu_device_permission",
         "jax_jaxlib_mismatch",
+        "gpu_too_old_for_feature",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

@@ -16,6 +16,18 @@ CAUSES: tuple[Cause, ...] = (
         "diag -r 3`; if errors recur or remapping fails, RMA the GPU.",
     ),
     Cause(
+        "gpu_too_old_for_feature",
+        "The GPU is too old for a feature the run asks for",
+        "Some kernels and number formats exist only from a GPU generation on: bf16 and "
+        "FlashAttention 2 from Ampere (compute capability 8.0), FP8 from Ada and Hopper (8.9, "
+        "9.0), Triton (torch.compile's backend) from Volta (7.0), and quantisation kernels each "
+        "from their own. The library checks the GPU's compute capability and refuses.",
+        "Ask for what the GPU has: float16 instead of bf16 (vLLM --dtype half, "
+        "torch_dtype=torch.float16, Trainer fp16=True), PyTorch's SDPA instead of "
+        'FlashAttention 2 (attn_implementation="sdpa"), bf16/fp16 or int8/4-bit weights '
+        "instead of FP8, eager mode instead of torch.compile; or run on a newer GPU.",
+    ),
+    Cause(
         "xid_error",
         "NVIDIA driver reported an Xid error",
         "Xid messages in the kernel log are the driver's error reports. Their code says whether "

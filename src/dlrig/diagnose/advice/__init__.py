@@ -41,6 +41,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "local_file_shadows_package": ("install", "shadow_file"),
     "checkpoint_corrupt": ("run", "checkpoint"),
     "state_dict_mismatch": ("run", "state_dict"),
+    "gpu_too_old_for_feature": ("run", "gpu_too_old"),
 }
 
 

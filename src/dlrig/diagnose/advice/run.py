@@ -156,3 +156,42 @@ def state_dict(
             "configuration); strict=False only where parts are new on purpose."
         )
     return out
+
+
+def _capability(text: str | None) -> str | None:
+    """ "8.9", "89" (vLLM) or "(8, 9)" (xformers) as "8.9"; "9.0 or 8.9" as it is."""
+    if not text:
+        return None
+    if " or " in text:
+        return text
+    digits = [d for d in text.replace("(", " ").replace(")", " ").replace(",", " ").split() if d]
+    if len(digits) == 2:
+        return f"{digits[0]}.{digits[1]}"
+    if digits and digits[0].isdigit() and len(digits[0]) >= 2:
+        return f"{digits[0][:-1]}.{digits[0][-1]}"
+    return digits[0] if digits else None
+
+
+# what each refused feature needs when the message does not say, and its name for a user
+_FEATURE_FLOOR = {"fp8e4nv": "8.9", "bfloat16": "8.0", "triton": "7.0"}
+_FEATURE_NAME = {
+    "fp8e4nv": "Triton's FP8 (fp8e4nv)",
+    "triton": "torch.compile's Triton backend",
+    "bfloat16": "bfloat16",
+}
+
+
+def gpu_too_old(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    feature = groups.get("feature")
+    needed = _capability(groups.get("needed")) or _FEATURE_FLOOR.get(feature or "")
+    have = _capability(groups.get("have"))
+    gpu = (groups.get("gpu") or "").strip(" '\"b") or "this GPU"
+    said = f"compute capability {needed}" if needed else "a newer GPU generation"
+    if have:
+        said += f"; {gpu} has {have}"
+    return {
+        "capability_said": said,
+        "feature_said": _FEATURE_NAME.get(feature or "", feature or "a feature"),
+    }
