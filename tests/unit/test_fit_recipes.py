@@ -13,6 +13,7 @@ logits on real tensors.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -179,6 +180,89 @@ def test_compile_fuses_memory_bound_kernels_and_keeps_the_matmuls(tmp_path):
     # what the optimizer does is not compiled
     steps = [t.ops.traffic[t.ops.phase == 2].sum() for t in (eager, whole)]
     assert steps[1] == pytest.approx(steps[0])
+
+
+def _liger_trace(config: Path, **extra: object) -> Trace:
+    options = fit.Options(
+        model="small",
+        config=str(config),
+        batch_size=BATCH,
+        seq_len=SEQ,
+        precision="bf16",
+        activations="liger",
+        **extra,  # type: ignore[arg-type]
+    )
+    return run_trace(make_workload(options), options, BATCH, None)
+
+
+def _forward_kernels(trace: Trace, name: str) -> int:
+    return sum(
+        1
+        for n, p in zip(trace.ops.names_of(), trace.ops.phase, strict=True)
+        if p == 0 and n == name
+    )
+
+
+def test_liger_fuses_what_its_kernels_replace_and_nothing_else(tmp_path):
+    config = _config(tmp_path, "llama")
+    eager, liger, whole = _trace(config, "none"), _liger_trace(config), _trace(config, "model")
+    assert liger.flops() == pytest.approx(eager.flops())
+    # one kernel for each norm, the rotary embedding and SwiGLU of each of the 2 layers, and
+    # the final norm; the residual adds, the loss and the optimizer stay eager
+    assert _forward_kernels(liger, "inductor.fused") == 2 * 4 + 1
+    assert _forward_kernels(liger, "aten.add") >= 2 * 2
+    assert _memory_traffic(whole) < _memory_traffic(liger) < _memory_traffic(eager)
+    assert _saved_by_dlrig(whole) <= _saved_by_dlrig(liger) < _saved_by_dlrig(eager)
+    steps = [t.ops.traffic[t.ops.phase == 2].sum() for t in (eager, liger)]
+    assert steps[1] == pytest.approx(steps[0])
+    # a LoRA's adapters inside the fused regions keep their own (eager) kernels
+    lora = {"lora": 8, "lora_dropout": 0.1, "lora_targets": "all-linear"}
+    plain = run_trace(
+        make_workload(
+            o := fit.Options(
+                model="small",
+                config=str(config),
+                batch_size=BATCH,
+                seq_len=SEQ,
+                precision="bf16",
+                **lora,
+            )
+        ),  # type: ignore[arg-type]
+        o,
+        BATCH,
+        None,
+    )
+    fused = _liger_trace(config, **lora)
+    assert (
+        _forward_kernels(fused, "aten.native_dropout")
+        == _forward_kernels(plain, "aten.native_dropout")
+        == 2 * 7
+    )
+    # a checkpointed block recomputes inside the backward: its residual adds stay eager, only
+    # the two norms' and the rotary embedding's adds (4 a layer) run inside fused kernels
+    recomputed = [
+        _liger_trace(config, grad_checkpointing="full"),
+        run_trace(
+            make_workload(
+                o := dataclasses.replace(o, lora=None, lora_dropout=0.0, grad_checkpointing="full")
+            ),
+            o,
+            BATCH,
+            None,
+        ),
+    ]
+    adds = [
+        sum(
+            1
+            for n, p in zip(t.ops.names_of(), t.ops.phase, strict=True)
+            if p == 1 and n == "aten.add"
+        )
+        for t in recomputed
+    ]
+    assert adds[0] == adds[1] - 4 * 2
+    # torch.compile already fuses all of it
+    compiled = _trace(config, "model")
+    assert len(_liger_trace(config, compile="model").ops) == len(compiled.ops)
 
 
 def _estimate(**options):

@@ -123,7 +123,7 @@ EPILOG = (
     "--activations",
     choices=ACTIVATIONS,
     default="model",
-    help="Activation functions as the model's code writes them, or fused: one kernel each (LitGPT, torchtune, Liger, hub kernels).",
+    help="Activation functions as the model's code writes them; fused: one kernel each (LitGPT, torchtune, hub kernels); liger: those and Liger's fused RMSNorm/LayerNorm, rotary embedding and SwiGLU/GeGLU (apply_liger_kernel_to_*, use_liger_kernel=True).",
 )
 @choice_option(
     "--optimizer-impl",

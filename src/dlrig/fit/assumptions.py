@@ -109,6 +109,13 @@ def assumptions(
             "activations fused (--activations fused): transformers' composite tanh-GELUs "
             "(gelu_new, gelu_fast) traced as one kernel that keeps only its input"
         )
+    elif o.activations == "liger":
+        out.append(
+            "Liger's kernels (--activations liger): RMSNorm/LayerNorm, the rotary embedding "
+            "and the gated MLP's activation each one fused kernel forward and backward (their "
+            "intermediates never in memory), tanh-GELUs one kernel; projections and LoRA "
+            "adapters eager" + ("" if o.compile == "none" else "; torch.compile fuses them anyway")
+        )
     out.append(
         f"time: per-operator roofline by operator class: tensor-core matmuls at "
         f"{fitted['tensor_core_efficiency']:.2f}× the measured matmul ceiling "

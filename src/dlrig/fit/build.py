@@ -188,7 +188,7 @@ def build_model(workload: Any, options: Any, depth: int | None) -> Any:
     dtype = storage_dtype(options.precision, bool(peft_rank))
     with skip_weight_init(), default_dtype(dtype):
         model = workload.build(depth)
-        if options.activations == "fused":
+        if options.activations in ("fused", "liger"):
             fuse_activations(model)
         if peft_rank:
             model = peft_support.apply(model, workload, options)

@@ -48,7 +48,7 @@ Engine = Literal["graphs", "eager"]
 ENGINES: tuple[Engine, ...] = typing.get_args(Engine)
 Attention = Literal["sdpa", "eager"]
 ATTENTION: tuple[Attention, ...] = typing.get_args(Attention)
-Activations = Literal["model", "fused"]
+Activations = Literal["model", "fused", "liger"]
 ACTIVATIONS: tuple[Activations, ...] = typing.get_args(Activations)
 # torch.optim's step implementations: one multi-tensor kernel per op over every parameter (the
 # CUDA default; its temporaries are parameter-sized), a Python loop per parameter (foreach=False,
@@ -202,7 +202,8 @@ class Options:
     attention: Attention = "sdpa"  # "sdpa": fused kernels, transformers' default
     # "model": activations as the model file writes them (transformers' gelu_new is a chain of
     # elementwise ops, each keeping its input for backward); "fused": one kernel each, keeping
-    # only its input (LitGPT's and torchtune's models, Liger, transformers' hub kernels)
+    # only its input (LitGPT's and torchtune's models, Liger, transformers' hub kernels);
+    # "liger": those, and Liger's fused norms, rotary embedding and SwiGLU/GeGLU (fit/liger.py)
     activations: Activations = "model"
     optimizer_impl: OptimizerImpl = "foreach"  # torch.optim's step implementation
     # gradients stay allocated between steps: optimizer.zero_grad(set_to_none=False), the

@@ -23,6 +23,7 @@ from dlrig.fit.attention import fused_attention
 from dlrig.fit.autocast import cuda_cast_lists
 from dlrig.fit.compiled import apply as compile_pass
 from dlrig.fit.grouped import grouped_gemms
+from dlrig.fit.liger import liger_scope
 from dlrig.fit.recorder import Recorder
 from dlrig.fit.tracedata import Trace, curves_of
 
@@ -177,17 +178,19 @@ def trace_step(
     With `backward=False` (inference) only a no-grad forward runs. With `compiled` "model" the
     step is recorded as torch.compile runs it (fit/compiled.py: fused memory-bound kernels,
     pointwise results recomputed in backward rather than saved); "blocks" compiles only the
-    repeated blocks (torchtitan's per-block compile): the head and the loss stay eager.
+    repeated blocks (torchtitan's per-block compile): the head and the loss stay eager; "liger"
+    fuses only what Liger's kernels replace (fit/liger.py).
     """
     recorder = Recorder()
     recorder.fuse = compiled != "none"
     hooks = _compile_scope(recorder, model) if compiled == "blocks" else []
+    kernels = liger_scope(recorder, model) if compiled == "liger" else contextlib.nullcontext()
     params = [p for p in model.parameters() if p.requires_grad]
     recorder.param_keys = {p.untyped_storage()._cdata for p in model.parameters()}
     spans: dict[str, tuple[int, int]] = {}
     optimizer = None
     casts = cuda_cast_lists() if autocast_dtype is not None else contextlib.nullcontext()
-    with mode, fused_attention(), grouped_gemms(), fused_dropout(), casts:
+    with mode, fused_attention(), grouped_gemms(), fused_dropout(), casts, kernels:
         inputs = make_inputs()
         if backward:
             optimizer = make_optimizer(params)

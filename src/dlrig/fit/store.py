@@ -41,6 +41,7 @@ TRACER_MODULES = (
     "compiled",
     "grouped",
     "hfconfig",
+    "liger",
     "peft",
     "presets",
     "recorder",

@@ -120,7 +120,10 @@ def run_trace(workload: Workload, options: Options, batch: int, depth: int | Non
             make_optimizer(options.optimizer, options.optimizer_impl),
             autocast,
             call=workload.call,
-            compiled=options.compile,
+            # torch.compile fuses all that Liger's kernels would
+            compiled="liger"
+            if options.compile == "none" and options.activations == "liger"
+            else options.compile,
         )
 
 
