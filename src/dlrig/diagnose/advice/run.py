@@ -187,7 +187,10 @@ def gpu_too_old(
     feature = groups.get("feature")
     needed = _capability(groups.get("needed")) or _FEATURE_FLOOR.get(feature or "")
     have = _capability(groups.get("have"))
-    gpu = (groups.get("gpu") or "").strip(" '\"b") or "this GPU"
+    gpu = (groups.get("gpu") or "").strip()
+    if gpu[:2] in ("b'", 'b"'):  # vLLM printed the name as bytes: b'Tesla T4'
+        gpu = gpu[2:-1]
+    gpu = gpu or "this GPU"
     said = f"compute capability {needed}" if needed else "a newer GPU generation"
     if have:
         said += f"; {gpu} has {have}"
