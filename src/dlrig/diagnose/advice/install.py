@@ -58,6 +58,12 @@ def no_kernel_image(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     out: dict[str, str] = {}
+    wanted, built = groups.get("wanted"), groups.get("built")
+    if wanted and built:
+        # CUTLASS's guard prints __CUDA_ARCH__ itself (750 for sm75) or the sm number (121)
+        if len(built) == 3 and built.endswith("0") and int(built) >= 300:
+            built = built[:-1]
+        out["arch_said"] = f"sm{wanted} GPUs ran code compiled for sm{built}"
     sm = groups.get("sm")
     capability = groups.get("capability")
     if capability is None and sm and sm.startswith("sm_") and sm[3:].isdigit():
