@@ -265,6 +265,52 @@ def test_liger_fuses_what_its_kernels_replace_and_nothing_else(tmp_path):
     assert len(_liger_trace(config, compile="model").ops) == len(compiled.ops)
 
 
+def test_liger_keeps_quantised_projections_and_unusual_mlps_as_they_are(tmp_path):
+    from transformers.models.bitnet.modeling_bitnet import BitNetMLP
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    from dlrig.fit.liger import _plain_gated, liger_scope
+    from dlrig.fit.recorder import Recorder
+
+    config = _config(tmp_path, "llama")
+    # QLoRA with peft's default targets leaves the MLP's NF4 projections bare inside the fused
+    # SwiGLU region: each still dequantises in its own kernel
+    eager, liger = (
+        run_trace(make_workload(o), o, BATCH, None)
+        for o in (
+            fit.Options(
+                model="small",
+                config=str(config),
+                batch_size=BATCH,
+                seq_len=SEQ,
+                qlora=8,
+                activations=activations,
+            )  # type: ignore[arg-type]
+            for activations in ("model", "liger")
+        )
+    )
+    assert (
+        _forward_kernels(liger, "dlrig_fit.nf4_dequantize")
+        == _forward_kernels(eager, "dlrig_fit.nf4_dequantize")
+        > 0
+    )
+    # only an MLP whose forward is act(gate) * up is run in Liger's order: BitNet's has a
+    # norm inside it, and keeps its own forward
+    assert _plain_gated(LlamaMLP(CONFIGS["llama"]()))
+    from transformers import BitNetConfig
+
+    bitnet = BitNetMLP(BitNetConfig(hidden_size=64, intermediate_size=128))
+    assert all(hasattr(bitnet, a) for a in ("gate_proj", "up_proj", "down_proj", "act_fn"))
+    assert not _plain_gated(bitnet)
+    # a forward set on the instance before (accelerate's hooks do that) is put back
+    mlp = LlamaMLP(CONFIGS["llama"]())
+    marker = mlp.forward
+    mlp.forward = marker  # an instance attribute, as a wrapper would set
+    with liger_scope(Recorder(), mlp):
+        assert mlp.forward is not marker
+    assert mlp.__dict__["forward"] is marker
+
+
 def _estimate(**options):
     base = {"batch_size": 4, "seq_len": 512, "search_max_batch": False, "advise": False}
     return fit.run(fit.Options(**{"model": "gpt2", **base, **options}))

@@ -10,8 +10,9 @@ kernel, intermediates never in memory, pointwise results recomputed rather than 
 - forward: a norm or MLP module's forward (less its linear layers), and each call of the
   rotary embedding;
 - backward: the autograd nodes those regions made (hooks on the nodes, so the region's
-  backward runs fused whatever order the engine takes), and a checkpointed block's recompute
-  (module hooks fire again).
+  backward runs fused whatever order the engine takes; a gradient summed over two uses inside
+  a region is added between nodes, so it is recorded as its own kernel), and a checkpointed
+  block's recompute (module hooks fire again).
 
 The cross-entropy Liger fuses with the output projection is not part of this: it is
 `--loss-chunks` (torchtune's chunked loss keeps no whole-sequence logits either).
@@ -48,6 +49,17 @@ def _gated(module: torch.nn.Module) -> bool:
     return all(hasattr(module, a) for a in ("gate_proj", "up_proj", "down_proj", "act_fn"))
 
 
+def _plain_gated(module: torch.nn.Module) -> bool:
+    """A gated MLP whose forward reads nothing but its four parts (transformers' Llama, Qwen,
+    Mistral, Gemma MLPs): one with a norm inside or multipliers keeps its own forward."""
+    forward = getattr(type(module).forward, "__code__", None)
+    return (
+        _gated(module)
+        and forward is not None
+        and set(forward.co_names) <= {"gate_proj", "up_proj", "down_proj", "act_fn"}
+    )
+
+
 def _gate_then_up(mlp: Any) -> Callable[[torch.Tensor], torch.Tensor]:
     def forward(x: torch.Tensor) -> torch.Tensor:
         gate, up = mlp.gate_proj(x), mlp.up_proj(x)
@@ -57,9 +69,14 @@ def _gate_then_up(mlp: Any) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 def _linear(module: torch.nn.Module) -> bool:
-    """Layers that keep their own kernels inside a fused region: projections, and what peft
-    and bitsandbytes wrap them in (a LoRA's dropout, adapters and sum run eager)."""
-    return isinstance(module, torch.nn.Linear) or hasattr(module, "base_layer")
+    """Layers that keep their own kernels inside a fused region: projections (dlrig's NF4
+    layer and bitsandbytes' have in/out features without being nn.Linear), and what peft wraps
+    them in (a LoRA's dropout, adapters and sum run eager)."""
+    return (
+        isinstance(module, torch.nn.Linear)
+        or hasattr(module, "base_layer")
+        or (hasattr(module, "in_features") and hasattr(module, "out_features"))
+    )
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -113,9 +130,13 @@ class _Scope:
             self.eager.clear()
 
     def _backward_on(self, grad_outputs: Any) -> None:
+        self.stack.clear()  # no forward (or recompute) is open between backward nodes
         self.recorder.fusing = True
 
     def _backward_off(self, grad_inputs: Any, grad_outputs: Any) -> None:
+        # A gradient summed over two uses inside a region is added after this hook: recorded
+        # as its own kernel (Liger's backward sums it inside the kernel).
+        self.stack.clear()
         self.recorder.fusing = False
 
     def wrap(self, function: Callable[..., Any]) -> Callable[..., Any]:
@@ -137,47 +158,60 @@ def liger_scope(recorder: Recorder, model: torch.nn.Module) -> Iterator[None]:
     scope = _Scope(recorder)
     recorder.fuse = True
     recorder.fusing = False
-    handles = []
     regions = [m for m in model.modules() if _fused_region(m)]
-    for region in regions:
-        for module, fused in (
-            (region, True),
-            *((m, False) for m in region.modules() if _linear(m)),
-        ):
-            handles.append(module.register_forward_pre_hook(lambda m, a, f=fused: scope.enter(f)))
-            handles.append(
-                module.register_forward_hook(lambda m, a, out, f=fused: scope.leave(out, a, f))
-            )
-    # A checkpointed block recomputes its forward inside the backward node that needs it,
-    # whose hooks turned fusion on: outside the regions that recompute is eager again.
-    hooked = {id(m) for region in regions for m in region.modules() if m is region or _linear(m)}
+    with contextlib.ExitStack() as undo:
+        for region in regions:
+            for module, fused in (
+                (region, True),
+                *((m, False) for m in region.modules() if _linear(m)),
+            ):
+                undo.callback(
+                    module.register_forward_pre_hook(
+                        lambda m, a, k, f=fused: scope.enter(f), with_kwargs=True
+                    ).remove
+                )
+                undo.callback(
+                    module.register_forward_hook(
+                        lambda m, a, k, out, f=fused: scope.leave(out, (a, k), f),
+                        with_kwargs=True,
+                    ).remove
+                )
+        # A checkpointed block recomputes its forward inside the backward node that needs it,
+        # whose hooks turned fusion on: outside the regions that recompute is eager again. It
+        # stops early (torch raises once the last saved tensor is back), leaving its modules'
+        # exit hooks unrun: the next backward node's hooks start from a clean stack.
+        hooked = {id(m) for region in regions for m in region.modules()}
 
-    def recompute_enter(module: torch.nn.Module, args: Any) -> None:
-        if recorder.phase == "backward" and id(module) not in hooked:
-            scope.enter(False)
+        def recompute_enter(module: torch.nn.Module, args: Any) -> None:
+            if recorder.phase == "backward" and id(module) not in hooked:
+                scope.enter(False)
 
-    def recompute_exit(module: torch.nn.Module, args: Any, out: Any) -> None:
-        if recorder.phase == "backward" and id(module) not in hooked:
-            scope.exit()
+        def recompute_exit(module: torch.nn.Module, args: Any, out: Any) -> None:
+            if recorder.phase == "backward" and id(module) not in hooked:
+                scope.exit()
 
-    handles.append(torch.nn.modules.module.register_module_forward_pre_hook(recompute_enter))
-    handles.append(torch.nn.modules.module.register_module_forward_hook(recompute_exit))
-    # Liger's SwiGLU/GeGLU module runs both projections, then one kernel for act(gate) * up
-    # (transformers' forward runs the activation between them: two kernels, one intermediate)
-    reordered = [m for m in regions if _gated(m)]
-    for mlp in reordered:
-        mlp.forward = _gate_then_up(mlp)
-    # the rotary embedding is a function of the model's file, called from its attention
-    files = {sys.modules[type(m).__module__] for m in model.modules()}
-    patched = [(f, getattr(f, ROPE)) for f in files if callable(getattr(f, ROPE, None))]
-    for file, function in patched:
-        setattr(file, ROPE, scope.wrap(function))
-    try:
+        undo.callback(
+            torch.nn.modules.module.register_module_forward_pre_hook(recompute_enter).remove
+        )
+        undo.callback(torch.nn.modules.module.register_module_forward_hook(recompute_exit).remove)
+        # Liger's SwiGLU/GeGLU module runs both projections, then one kernel for act(gate) *
+        # up (transformers' forward runs the activation between them: two kernels, one
+        # intermediate); only an MLP whose forward is that product and nothing else
+        for mlp in (m for m in regions if _plain_gated(m)):
+            undo.callback(_restore_forward, mlp, mlp.__dict__.get("forward"))
+            mlp.forward = _gate_then_up(mlp)
+        # the rotary embedding is a function of the model's file, called from its attention
+        files = {sys.modules.get(type(m).__module__) for m in model.modules()}
+        for file in files:
+            function = getattr(file, ROPE, None)
+            if callable(function):
+                undo.callback(setattr, file, ROPE, function)
+                setattr(file, ROPE, scope.wrap(function))
         yield
-    finally:
-        for file, function in patched:
-            setattr(file, ROPE, function)
-        for handle in handles:
-            handle.remove()
-        for mlp in reordered:
-            del mlp.forward
+
+
+def _restore_forward(module: torch.nn.Module, forward: Any) -> None:
+    if forward is None:
+        del module.forward
+    else:
+        module.forward = forward
