@@ -114,7 +114,8 @@ def assumptions(
             "Liger's kernels (--activations liger): RMSNorm/LayerNorm, the rotary embedding "
             "and the gated MLP's activation each one fused kernel forward and backward (their "
             "intermediates never in memory; a gradient summed inside one is its own kernel), "
-            "tanh-GELUs one kernel; projections and LoRA adapters eager" + ("" if o.compile == "none" else "; torch.compile fuses them anyway")
+            "tanh-GELUs one kernel; projections and LoRA adapters eager"
+            + ("" if o.compile == "none" else "; torch.compile fuses them anyway")
         )
     out.append(
         f"time: per-operator roofline by operator class: tensor-core matmuls at "
