@@ -13,7 +13,6 @@ logits on real tensors.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from pathlib import Path
 
@@ -62,7 +61,7 @@ def _config(folder: Path, family: str) -> Path:
     return folder / family / "config.json"
 
 
-def _trace(config: Path, scope: str) -> Trace:
+def _trace(config: Path, scope: str, **extra: object) -> Trace:
     options = fit.Options(
         model="small",
         config=str(config),
@@ -70,6 +69,7 @@ def _trace(config: Path, scope: str) -> Trace:
         seq_len=SEQ,
         precision="bf16",
         compile=scope,  # type: ignore[arg-type]
+        **extra,  # type: ignore[arg-type]
     )
     return run_trace(make_workload(options), options, BATCH, None)
 
@@ -183,16 +183,7 @@ def test_compile_fuses_memory_bound_kernels_and_keeps_the_matmuls(tmp_path):
 
 
 def _liger_trace(config: Path, **extra: object) -> Trace:
-    options = fit.Options(
-        model="small",
-        config=str(config),
-        batch_size=BATCH,
-        seq_len=SEQ,
-        precision="bf16",
-        activations="liger",
-        **extra,  # type: ignore[arg-type]
-    )
-    return run_trace(make_workload(options), options, BATCH, None)
+    return _trace(config, str(extra.pop("compile", "none")), activations="liger", **extra)
 
 
 def _forward_kernels(trace: Trace, name: str) -> int:
@@ -217,21 +208,7 @@ def test_liger_fuses_what_its_kernels_replace_and_nothing_else(tmp_path):
     assert steps[1] == pytest.approx(steps[0])
     # a LoRA's adapters inside the fused regions keep their own (eager) kernels
     lora = {"lora": 8, "lora_dropout": 0.1, "lora_targets": "all-linear"}
-    plain = run_trace(
-        make_workload(
-            o := fit.Options(
-                model="small",
-                config=str(config),
-                batch_size=BATCH,
-                seq_len=SEQ,
-                precision="bf16",
-                **lora,
-            )
-        ),  # type: ignore[arg-type]
-        o,
-        BATCH,
-        None,
-    )
+    plain = _trace(config, "none", **lora)
     fused = _liger_trace(config, **lora)
     assert (
         _forward_kernels(fused, "aten.native_dropout")
@@ -242,14 +219,7 @@ def test_liger_fuses_what_its_kernels_replace_and_nothing_else(tmp_path):
     # the two norms' and the rotary embedding's adds (4 a layer) run inside fused kernels
     recomputed = [
         _liger_trace(config, grad_checkpointing="full"),
-        run_trace(
-            make_workload(
-                o := dataclasses.replace(o, lora=None, lora_dropout=0.0, grad_checkpointing="full")
-            ),
-            o,
-            BATCH,
-            None,
-        ),
+        _trace(config, "none", grad_checkpointing="full"),
     ]
     adds = [
         sum(
@@ -276,18 +246,8 @@ def test_liger_keeps_quantised_projections_and_unusual_mlps_as_they_are(tmp_path
     # QLoRA with peft's default targets leaves the MLP's NF4 projections bare inside the fused
     # SwiGLU region: each still dequantises in its own kernel
     eager, liger = (
-        run_trace(make_workload(o), o, BATCH, None)
-        for o in (
-            fit.Options(
-                model="small",
-                config=str(config),
-                batch_size=BATCH,
-                seq_len=SEQ,
-                qlora=8,
-                activations=activations,
-            )  # type: ignore[arg-type]
-            for activations in ("model", "liger")
-        )
+        _trace(config, "none", qlora=8, activations=activations)
+        for activations in ("model", "liger")
     )
     assert (
         _forward_kernels(liger, "dlrig_fit.nf4_dequantize")
