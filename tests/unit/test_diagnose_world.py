@@ -146,12 +146,13 @@ def _blind_set(folder: Path) -> tuple[int, int, int, int]:
     manifest: a crash outside the vocabulary counts when its root is confident and specific."""
     rows = list(csv.DictReader((folder / "manifest.csv").open(encoding="utf-8")))
     inside = [r for r in rows if r["cause"] != "outside"]
-    assert all(r["cause"] in causes.CAUSES for r in inside)
+    # "a|b": the message and its thread make either cause right
+    assert all(c in causes.CAUSES for r in inside for c in r["cause"].split("|"))
     right = confident = 0
     for row in rows:
         root = diagnose.diagnose_paths([LOGS / row["file"]]).root
         if row["cause"] != "outside":
-            right += bool(root is not None and root.cause == row["cause"])
+            right += bool(root is not None and root.cause in row["cause"].split("|"))
         else:
             confident += bool(
                 root is not None
@@ -361,6 +362,77 @@ def test_the_tenth_fresh_blind_set():
     assert (inside, outside) == (11, 9)
     assert right >= 9
     assert confident <= 1
+
+
+FRESH11 = LOGS / "fresh11"
+
+
+def test_the_eleventh_fresh_blind_set():
+    """Collected on 2026-12-07 from the projects where people train and serve, by symptom and
+    by wording (old and new releases, wrappers, launchers, Windows, ROCm, JAX/XLA, TF), at
+    most three per repository: 36 pasted logs in the vocabulary and 28 real crashes outside it
+    that look like infrastructure. Measured once, blind, at commit 274c344: 28 of 36 named
+    right, 3 of 28 outside answered with confidence. Torch 2.6's weights_only refusal was
+    then given a cause of its own (that row relabelled to it: 37 in, 27 outside); DeepSpeed's
+    "CUDA_HOME does not exist" is named a missing CUDA toolkit, which the collector read as
+    outside (the label stays). The misses (Lightning's "But your
+    machine only has: []", xFormers built for a CUDA torch finding "+cpu", NCCL's "Cuda
+    failure 'named symbol not found'" on an RTX 5090, HIP's hipErrorInvalidDeviceFunction
+    trace, torch 0.4's "Expected object of backend CUDA but got backend CPU", Transformer
+    Engine's "[cudnn_frontend] Error", unsloth's "CUDA is not linked properly") were then read
+    from their emitters. The floor, not blind. Still missed: an xFormers warning with no
+    failure after it (a warning alone is not a crash)."""
+    right, inside, confident, outside = _blind_set(FRESH11)
+    print(f"\neleventh fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    assert (inside, outside) == (37, 27)
+    assert right >= 36
+    assert confident <= 2
+
+
+FRESH12 = LOGS / "fresh12"
+
+
+def test_the_twelfth_fresh_blind_set():
+    """Collected on 2026-12-07 by symptom in training and serving projects (Lightning,
+    DeepSpeed, vLLM, peft, trl, JAX, mmcv, Megatron-LM, torchtune, kohya, TF/Keras, Paddle,
+    ONNX Runtime, fairseq, ROCm, Slurm, dmesg): 33 in the vocabulary and 17 outside as
+    collected. Measured once, blind, with the signatures written for the eleventh set and
+    none for this one: 27 of 33 named right, 4 of 17 outside answered with confidence (torch
+    2.6's weights_only default, again a torch release other than the code's; vLLM's KV cache
+    smaller than max_model_len, named GPU memory with vLLM's fix; two collective mismatches
+    from rank-dependent code, named as ranks calling different collectives). Then: CUDA's
+    "system not yet initialized" (802) as the fabric manager not running, a new cause (one
+    outside row relabelled to it), torch 2.6's weights_only refusal as a cause of its own
+    (one outside row relabelled to it), ONNX Runtime's LoadLibrary error 126 without the DLL's
+    name, and a program's "If you encounter CUDA out of memory" advice is no longer an OOM.
+    Still missed: two logs whose last error is only in the thread's title, a single NaN loss
+    after overflow lines, an NCCL SIGBUS backtrace in a container."""
+    right, inside, confident, outside = _blind_set(FRESH12)
+    print(f"\ntwelfth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    assert (inside, outside) == (35, 15)
+    assert right >= 31
+    assert confident <= 3
+
+
+FRESH13 = LOGS / "fresh13"
+
+
+def test_the_thirteenth_fresh_blind_set():
+    """Collected on 2026-12-07 by symptom phrases only, kept in the proportion the searches
+    gave: 10 in the vocabulary, 9 outside. Measured once, blind, with the signatures written
+    for the eleventh and twelfth sets: 9 of 10 named right, 2 of 9 outside answered with
+    confidence (both "cannot import name 'train' from 'train' (.../site-packages/train/...)":
+    a project's own train.py missing from the path, an unrelated PyPI package `train` found
+    instead, read as an installed release without the name). Then: such generic script names
+    are a lead below 50% whose fix tells the two apart, and an app's "File is not in GGUF
+    format" is a model file that is not what it claims to be. The floor, not blind."""
+    right, inside, confident, outside = _blind_set(FRESH13)
+    print(
+        f"\nthirteenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}"
+    )
+    assert (inside, outside) == (10, 9)
+    assert right >= 10
+    assert confident == 0
 
 
 def test_killed_in_the_users_language_is_a_sigkill(tmp_path):

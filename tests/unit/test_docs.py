@@ -84,6 +84,8 @@ def test_cause_vocabulary_is_complete():
         "gpu_device_permission",
         "jax_jaxlib_mismatch",
         "gpu_too_old_for_feature",
+        "fabric_manager_not_running",
+        "weights_only_load_refused",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

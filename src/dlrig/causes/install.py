@@ -37,6 +37,17 @@ CAUSES: tuple[Cause, ...] = (
         "again.",
     ),
     Cause(
+        "fabric_manager_not_running",
+        "NVSwitch fabric not ready: the fabric manager is not running",
+        'On HGX/DGX boards the GPUs talk through NVSwitch, and CUDA stays "not yet '
+        'initialized" (cudaErrorSystemNotReady, 802) until nvidia-fabricmanager, the same '
+        "version as the driver, has set the fabric up: after a driver upgrade without the "
+        "matching fabric manager, or with the service stopped, every CUDA program fails at start.",
+        "sudo systemctl enable --now nvidia-fabricmanager (its version must equal the driver's: "
+        "install the nvidia-fabricmanager package of the same branch, e.g. "
+        "nvidia-fabricmanager-550 for driver 550), then check nvidia-smi -q | grep -i fabric.",
+    ),
+    Cause(
         "no_amdgpu_driver",
         "No AMD GPU driver (amdgpu with /dev/kfd) loaded",
         "ROCm reaches an AMD GPU through the amdgpu kernel driver's compute interface, /dev/kfd. "
@@ -76,10 +87,10 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "missing_cuda_lib",
-        "A CUDA library cannot be loaded",
+        "A CUDA library or toolkit cannot be found",
         "A shared library that the framework or an extension was linked against (libcudart, "
         "libcublas, libcudnn, libnccl, libnvrtc...) is not on the loader's path, or is the wrong "
-        "major version.",
+        "major version; or a build looked for the CUDA toolkit (nvcc, CUDA_HOME) and found none.",
         "Install the matching CUDA/cuDNN runtime (pip's nvidia-* packages for pip wheels), or "
         "point LD_LIBRARY_PATH at the right CUDA lib64; rebuild extensions against the "
         "framework's CUDA.",
@@ -208,13 +219,27 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "package_api_mismatch",
-        "The code imports a name the installed package does not have",
-        "The script imports a function, class or submodule that the installed release of a "
-        "package does not provide: the code (an example from the main branch, a tutorial, "
-        "another package) was written for an older or newer release, or the name is misspelt.",
+        "The installed release of a package is not the one the code was written for",
+        "The code uses a function, class, submodule, argument or default that the installed "
+        "release of a package does not have or has changed (or a package checks its "
+        "dependency's version and refuses it): the code (an example from the main branch, a "
+        "tutorial, another package) was written for an older or newer release, or the name is "
+        "misspelt.",
         "Install the release the code was written for (the requirements file of the project, "
         "or `pip install -U <package>` when the name is new), or use the example from the "
         "installed release; check the spelling against the package's API.",
+    ),
+    Cause(
+        "weights_only_load_refused",
+        "torch.load refused the checkpoint's objects (weights_only, torch >= 2.6's default)",
+        "Since PyTorch 2.6 torch.load unpickles only tensors and plain containers unless told "
+        "otherwise (weights_only=True by default); a checkpoint that also pickled a class (a "
+        "model object, a config such as OmegaConf's ListConfig, numpy scalars, a training "
+        "library's own types) is refused. Code written for an older torch loads it without "
+        "the argument and fails.",
+        "For a checkpoint from a source you trust: torch.load(path, weights_only=False), or "
+        "allow its classes with torch.serialization.add_safe_globals([...]) (the error names "
+        "them); or upgrade the library that loads it (most have), or pin torch<2.6.",
     ),
     Cause(
         "local_file_shadows_package",

@@ -118,12 +118,15 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "collective_timeout_uneven_data",
-        "Ranks got different amounts of data",
-        "When ranks process different numbers of batches, the ranks that finish early wait in "
-        "a collective the others never reach, and it times out (often at the end of an epoch or "
-        "in evaluation).",
+        "Ranks took different paths: uneven data or rank-dependent code",
+        "When ranks process different numbers of batches, or run code that depends on the rank "
+        "(a metric logged on one rank only, a branch on the rank or on a value that differs "
+        "between ranks), one rank waits in a collective the others never reach or reach in "
+        "another order: it times out (often at the end of an epoch or in evaluation), or "
+        "torch.distributed's debug check reports the mismatch.",
         "Give every rank the same number of batches: DistributedSampler with drop_last=True, "
-        "equal shards, or the DDP join() context manager for uneven inputs.",
+        "equal shards, or the DDP join() context manager for uneven inputs; and make every rank "
+        "call the same collectives in the same order (log the same metric keys on every rank).",
     ),
     Cause(
         "port_in_use",
