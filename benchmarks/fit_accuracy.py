@@ -40,7 +40,7 @@ from typing import Any
 
 from dlrig import fit
 from dlrig.errors import DlrigError
-from dlrig.fit import context, store
+from dlrig.fit import checkpointing, context, store
 from dlrig.fit.hardware import resolve_model
 from dlrig.fit.parallel import mesh_of
 from dlrig.knowledge import gpus
@@ -70,6 +70,7 @@ GRID: dict[str, list[float]] = {
     "fp32_efficiency": [0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0],
     "nchw_conv_efficiency": [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
     "attention_efficiency": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0],
+    "hopper_attention_ratio": [0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.48, 0.55, 0.65, 0.8],
     "memory_bandwidth_efficiency": [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
     "kernel_tail_us": [
         0.0,
@@ -193,6 +194,7 @@ def map_row(row: dict[str, str]) -> Case | str:
         precision=s.get("precision", "auto"),
         optimizer=s.get("optimizer", "adamw"),
         grad_checkpointing=s.get("grad_checkpointing", "none"),
+        checkpoint_blocks=checkpointing.parse(s.get("checkpoint_blocks", "1")),
         grad_accum=integer("grad_accum") or 1,
         gpus=int(row["num_gpus"]),
         strategy=s.get("strategy", "ddp"),

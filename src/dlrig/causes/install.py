@@ -43,9 +43,9 @@ CAUSES: tuple[Cause, ...] = (
         'initialized" (cudaErrorSystemNotReady, 802) until nvidia-fabricmanager, the same '
         "version as the driver, has set the fabric up: after a driver upgrade without the "
         "matching fabric manager, or with the service stopped, every CUDA program fails at start.",
-        "sudo systemctl enable --now nvidia-fabricmanager (its version must equal the driver's: "
-        "install the nvidia-fabricmanager package of the same branch, e.g. "
-        "nvidia-fabricmanager-550 for driver 550), then check nvidia-smi -q | grep -i fabric.",
+        "sudo systemctl enable --now nvidia-fabricmanager (its version must equal the driver's "
+        "exactly: install the nvidia-fabricmanager package of the driver's branch pinned to its "
+        "version), then check nvidia-smi -q | grep -i fabric.",
     ),
     Cause(
         "no_amdgpu_driver",

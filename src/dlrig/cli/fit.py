@@ -17,6 +17,7 @@ from dlrig.cli.common import (
     print_report,
 )
 from dlrig.errors import InputError
+from dlrig.fit import checkpointing
 from dlrig.fit.cache import user_cache
 from dlrig.fit.options import (
     ACTIVATIONS,
@@ -70,6 +71,15 @@ EPILOG = (
     flag_value="full",
     default="none",
     help="Activation checkpointing; the bare flag means full.",
+)
+@click.option(
+    "--checkpoint-blocks",
+    default="1",
+    metavar="FRACTION",
+    callback=lambda _ctx, _param, value: checkpointing.parse(value),
+    help="With --grad-checkpointing full: the fraction of the blocks checkpointed, evenly "
+    "spaced (fms-fsdp's selective_checkpointing): 1/2, 1/3, 2/3, 1/4, 3/4; 1/n about "
+    "transformers' every_n_layers=n.",
 )
 @click.option(
     "--grad-accum", type=int, default=1, show_default=True, help="Gradient accumulation steps."

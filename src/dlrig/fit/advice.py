@@ -81,6 +81,8 @@ def _flags(changes: dict[str, Any]) -> str:
     for name, value in changes.items():
         if name == "grad_checkpointing":
             words.append("--grad-checkpointing")
+        elif name == "checkpoint_blocks":
+            words.append(f"--checkpoint-blocks {value:g}")
         else:
             words.append(f"--{name.replace('_', '-')} {value}")
     return " ".join(words)
@@ -93,6 +95,8 @@ def _singles(traced: TracedWorkload, ctx: Context) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if o.grad_checkpointing == "none" and traced.workload.task != "custom":
         out.append({"grad_checkpointing": "full"})
+    if o.grad_checkpointing == "full" and o.checkpoint_blocks != 1.0:
+        out.append({"checkpoint_blocks": 1.0})
     if o.optimizer in ("adam", "adamw", "sgd", "sgd-momentum") and o.optimizer_impl != "fused":
         # torch.optim's fused step has no parameter-sized temporaries (the foreach step does)
         out.append({"optimizer_impl": "fused"})
@@ -204,7 +208,7 @@ def advise(traced: TracedWorkload, ctx: Context, memory: MemoryEstimate) -> tupl
 
 # Remedies that shrink only the activations: no help alone where what is held is over (each
 # would be a trace), though they still pair with those that shrink the rest.
-ACTIVATIONS_ONLY = frozenset({"grad_checkpointing", "loss_chunks", "cp"})
+ACTIVATIONS_ONLY = frozenset({"grad_checkpointing", "checkpoint_blocks", "loss_chunks", "cp"})
 # Remedies that change the data, the pace or the hardware rather than the run itself.
 _CHANGES_THE_SETUP = {"gpu", "gpus", "seq_len", "batch_size"}
 

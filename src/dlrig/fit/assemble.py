@@ -28,6 +28,8 @@ def setup_dict(traced: TracedWorkload, ctx: Context, batch: int) -> dict[str, An
         "precision": ctx.precision,
         "optimizer": o.optimizer,
         "grad_checkpointing": o.grad_checkpointing,
+        # the fraction of the blocks "full" checkpoints; None when checkpointing is not full
+        "checkpoint_blocks": o.checkpoint_blocks if o.grad_checkpointing == "full" else None,
         "grad_accum": o.grad_accum,
         "gpus": o.gpus,
         "gpus_per_node": o.gpus_per_node,

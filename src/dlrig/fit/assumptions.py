@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dlrig.fit import checkpointing
 from dlrig.fit.context import calibration, time_setup
 from dlrig.fit.parallel import activation_scale, mesh_of
 from dlrig.units import human_bytes
@@ -192,6 +193,12 @@ def assumptions(
     if o.grad_checkpointing != "none":
         out.append(
             f"gradient checkpointing: {o.grad_checkpointing} (transformers' gradient_checkpointing_enable, non-reentrant"
+            + (
+                f", on {checkpointing.describe(o.checkpoint_blocks)} evenly spaced as fms-fsdp's "
+                "selective_checkpointing; the others keep their activations and are not replayed"
+                if o.checkpoint_blocks != 1.0
+                else ""
+            )
             + (
                 ", torchtitan's op-level policy: keep every other matmul and attention outputs"
                 if o.grad_checkpointing == "selective"

@@ -125,6 +125,30 @@ def fused_attention() -> Iterator[None]:
     original = torch.nn.functional.scaled_dot_product_attention
     torch.nn.functional.scaled_dot_product_attention = fake_sdpa
     try:
-        yield
+        with unpacked_sequences():
+            yield
     finally:
         torch.nn.functional.scaled_dot_product_attention = original
+
+
+@contextlib.contextmanager
+def unpacked_sequences() -> Iterator[None]:
+    """The traced batch holds whole sequences, one per row. Without a KV cache (use_cache off,
+    as gradient checkpointing sets it) transformers looks for packed sequences in the position
+    ids; it cannot read fake ones, so it would build a dense mask and lose `is_causal`: the
+    causal attention would be traced as full, twice its FLOPs. A real run reads its positions
+    and finds no packing."""
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        yield
+        return
+    found = getattr(masking_utils, "find_packed_sequence_indices", None)
+    if found is None:
+        yield
+        return
+    masking_utils.find_packed_sequence_indices = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = found

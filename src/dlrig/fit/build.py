@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dlrig.errors import InputError
+from dlrig.fit import checkpointing
 
 
 @contextlib.contextmanager
@@ -119,7 +120,7 @@ def selective_policy() -> Any:
     return context
 
 
-def enable_checkpointing(model: Any, mode: str, name: str) -> None:
+def enable_checkpointing(model: Any, mode: str, name: str, blocks: float = 1.0) -> None:
     if mode == "none":
         return
     enable = getattr(model, "gradient_checkpointing_enable", None)
@@ -135,6 +136,65 @@ def enable_checkpointing(model: Any, mode: str, name: str) -> None:
         enable(gradient_checkpointing_kwargs=kwargs)
     except ValueError as exc:
         raise InputError(f"{name}: {exc}", fix="drop --grad-checkpointing for this model") from None
+    if blocks != 1.0:
+        checkpoint_some(model, blocks, name)
+
+
+def checkpoint_some(model: Any, blocks: float, name: str) -> None:
+    """Leave checkpointing on only in the chosen fraction of the model's checkpointable layers,
+    counted in order over the whole model as transformers' `every_n_layers` and fms-fsdp count
+    them. transformers checkpoints a layer through its own `gradient_checkpointing` flag
+    (GradientCheckpointingLayer); where such layers nest (Swin's stages hold its layers) the
+    innermost are the units, and an outer one stops checkpointing so that they decide. A model
+    that decides for all its blocks at once cannot checkpoint some of them."""
+    kinds: tuple[type, ...] = ()
+    try:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+
+        kinds = (GradientCheckpointingLayer,)
+    except ImportError:  # transformers < 4.52: no per-layer flag
+        pass
+    layers: list[Any] = [m for m in model.modules() if isinstance(m, kinds)]
+    ids = {id(m) for m in layers}
+    inner = {id(m) for m in layers if not any(id(c) in ids for c in m.modules() if c is not m)}
+    units = [m for m in layers if id(m) in inner]
+    if len(units) < 2:
+        raise InputError(
+            f"{name}: its blocks are not checkpointed one by one, so a fraction of them cannot be",
+            fix="drop --checkpoint-blocks (checkpoint every block)",
+        )
+    for layer in layers:
+        if id(layer) not in inner:
+            layer.gradient_checkpointing = False
+    for layer, keep in zip(units, checkpointing.pattern(len(units), blocks), strict=True):
+        layer.gradient_checkpointing = keep
+
+
+def block_lists(model: Any) -> list[list[Any]]:
+    """Every outermost list of repeated blocks (a T5's encoder and decoder blocks, a ResNet's
+    stages): ModuleLists and Sequentials of two or more modules with parameters, not inside
+    another such list. It does not depend on the traced depth, and it is what FSDP wraps one by
+    one (every block of every list, the rest in the root unit). A model that is itself a
+    Sequential (embedding, blocks, head) is not its own list of blocks unless nothing inside
+    it is one."""
+    inner = _lists_below(model, skip_root=True)
+    return inner if inner else _lists_below(model, skip_root=False)
+
+
+def _lists_below(model: Any, skip_root: bool) -> list[list[Any]]:
+    import torch
+
+    lists: list[list[Any]] = []
+    inside: set[int] = set()
+    for module in model.modules():
+        if id(module) in inside or (skip_root and module is model):
+            continue
+        if isinstance(module, torch.nn.ModuleList | torch.nn.Sequential) and len(module) > 1:
+            children = [c for c in module if any(True for _ in c.parameters())]
+            if len(children) > 1:
+                lists.append(children)
+                inside.update(id(m) for c in children for m in c.modules())
+    return lists
 
 
 def check_positions(model: Any, workload: Any) -> None:
@@ -194,5 +254,7 @@ def build_model(workload: Any, options: Any, depth: int | None) -> Any:
             model = peft_support.apply(model, workload, options)
     check_positions(model, workload)
     model.train()
-    enable_checkpointing(model, options.grad_checkpointing, workload.name)
+    enable_checkpointing(
+        model, options.grad_checkpointing, workload.name, options.checkpoint_blocks
+    )
     return model

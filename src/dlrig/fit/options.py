@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Literal, TypedDict
 
 from dlrig.errors import InputError
+from dlrig.fit import checkpointing
 from dlrig.fit.parallel import check_mesh, mesh_of
 from dlrig.knowledge.weight_formats import bits_per_weight
 
@@ -71,6 +72,7 @@ WORKLOAD_FIELDS = (
     "precision",
     "optimizer",
     "grad_checkpointing",
+    "checkpoint_blocks",
     "lora",
     "qlora",
     "lora_alpha",
@@ -162,6 +164,9 @@ class Options:
     precision: Precision = "auto"
     optimizer: Optimizer = "adamw"
     grad_checkpointing: Checkpointing = "none"
+    # the fraction of the repeated blocks that "full" checkpoints, evenly spaced (fms-fsdp's
+    # selective_checkpointing; 1/n: transformers' every_n_layers=n, torchtitan's "n")
+    checkpoint_blocks: float = 1.0
     grad_accum: int = 1
     gpus: int = 1
     strategy: Strategy = "ddp"
@@ -302,6 +307,14 @@ def _check_combinations(options: Options) -> None:
             "--lora and --qlora both given: QLoRA already is LoRA on a 4-bit base",
             fix="keep one: --lora RANK (16-bit base) or --qlora RANK (4-bit NF4 base)",
         )
+    if options.checkpoint_blocks != 1.0:
+        checkpointing.fraction_of(options.checkpoint_blocks)
+        if options.grad_checkpointing != "full" and not options.inference:
+            raise InputError(
+                f"--checkpoint-blocks {options.checkpoint_blocks:g} chooses which blocks full "
+                f"checkpointing replays; checkpointing is {options.grad_checkpointing}",
+                fix="add --grad-checkpointing full, or drop --checkpoint-blocks",
+            )
     peft = options.lora or options.qlora
     if options.optimizer_impl != "foreach" and options.optimizer in (
         "adamw-8bit",
@@ -369,6 +382,7 @@ def _check_combinations(options: Options) -> None:
         training_only = {
             "optimizer": "adamw",
             "grad_checkpointing": "none",
+            "checkpoint_blocks": 1.0,
             "grad_accum": 1,
             "strategy": "ddp",
             "global_batch": None,

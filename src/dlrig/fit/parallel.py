@@ -233,12 +233,13 @@ def traffic(
     batch: int,
     seq_len: int,
     compute_bytes: int,
-    recompute: bool,
+    recompute: float,
     links_gbs: tuple[float, float, float],
     latency_s: float,
 ) -> Traffic:
     """Bytes each GPU moves per step in its tp, cp and pp groups, each over the link that group
-    uses (`links_gbs`: GB/s of bus bandwidth of the tp group, the cp group, a pipeline send)."""
+    uses (`links_gbs`: GB/s of bus bandwidth of the tp group, the cp group, a pipeline send).
+    `recompute`: the fraction of the layers that checkpointing replays."""
     tensor_gbs, context_gbs, pipeline_gbs = links_gbs
     if mesh.trivial:
         return Traffic(0.0, 0.0, 0.0)
@@ -253,12 +254,12 @@ def traffic(
     if mesh.tp > 1:
         # sequence parallel: an all-gather and a reduce-scatter around attention and around
         # the MLP, forward and backward, again forward when checkpointing replays the layer
-        passes = 12 if recompute else 8
+        passes = 8 + 4 * recompute
         volume = passes * (mesh.tp - 1) / mesh.tp * activation * stage_layers
         tensor = volume / (tensor_gbs * 1e9) + passes * stage_layers * latency_s
     if mesh.cp > 1:
         kv = 2 * tokens * kv_heads * head_dim / mesh.tp * compute_bytes
-        passes = 4 if recompute else 3  # gather forward; gather + reduce-scatter backward
+        passes = 3 + recompute  # gather forward; gather + reduce-scatter backward
         volume = passes * (mesh.cp - 1) * kv * stage_layers
         context = volume / (context_gbs * 1e9) + passes * stage_layers * latency_s
     pipeline = 0.0

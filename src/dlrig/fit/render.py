@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from dlrig.fit.result import FitResult
@@ -73,7 +74,7 @@ def render_text(result: FitResult, console: Any) -> None:
     )
     console.print(
         f"batch {result.batch_size}/{'replica' if _model_parallel(setup) else 'GPU'}{' ' + shape if shape else ''}, {setup['precision']}, {setup['optimizer']}, "
-        f"checkpointing {setup['grad_checkpointing']}, accumulation {setup['grad_accum']}, "
+        f"checkpointing {_checkpointing(setup)}, accumulation {setup['grad_accum']}, "
         f"{setup['gpus']} GPU(s) {setup['strategy']}"
         + "".join(
             f" {key.upper()} {setup[key]}" for key in ("tp", "pp", "cp") if setup.get(key, 1) > 1
@@ -227,3 +228,10 @@ def _render_inference(result: FitResult, console: Any) -> None:
     console.print(Text("assumptions:", style="bold"))
     for assumption in result.assumptions:
         console.print(Text(f"  - {assumption}", style="dim"))
+
+
+def _checkpointing(setup: dict[str, Any]) -> str:
+    blocks = setup.get("checkpoint_blocks") or 1.0
+    if setup["grad_checkpointing"] != "full" or blocks == 1.0:
+        return str(setup["grad_checkpointing"])
+    return f"full on {Fraction(blocks).limit_denominator(4)} of the blocks"

@@ -21,6 +21,7 @@ from torch.utils._pytree import tree_flatten
 
 from dlrig.fit.attention import fused_attention
 from dlrig.fit.autocast import cuda_cast_lists
+from dlrig.fit.build import block_lists
 from dlrig.fit.compiled import apply as compile_pass
 from dlrig.fit.grouped import grouped_gemms
 from dlrig.fit.liger import liger_scope
@@ -53,31 +54,6 @@ def fused_dropout() -> Any:
         F.dropout = original
 
 
-def _block_lists(model: torch.nn.Module) -> list[list[torch.nn.Module]]:
-    """Every outermost list of repeated blocks (a T5's encoder and decoder blocks, a ResNet's
-    stages): ModuleLists and Sequentials of two or more modules with parameters, not inside
-    another such list. It does not depend on the traced depth, and it is what FSDP wraps one by
-    one (every block of every list, the rest in the root unit). A model that is itself a
-    Sequential (embedding, blocks, head) is not its own list of blocks unless nothing inside
-    it is one."""
-    inner = _lists_below(model, skip_root=True)
-    return inner if inner else _lists_below(model, skip_root=False)
-
-
-def _lists_below(model: torch.nn.Module, skip_root: bool) -> list[list[torch.nn.Module]]:
-    lists: list[list[torch.nn.Module]] = []
-    inside: set[int] = set()
-    for module in model.modules():
-        if id(module) in inside or (skip_root and module is model):
-            continue
-        if isinstance(module, torch.nn.ModuleList | torch.nn.Sequential) and len(module) > 1:
-            children = [c for c in module if any(True for _ in c.parameters())]
-            if len(children) > 1:
-                lists.append(children)
-                inside.update(id(m) for c in children for m in c.modules())
-    return lists
-
-
 def _compile_scope(recorder: Recorder, model: torch.nn.Module) -> list[Any]:
     """Fuse only what torchtitan compiles: each repeated block, and the loss (compiled on its
     own); the embedding, final norm and output projection stay eager. In the forward, fusion
@@ -86,7 +62,7 @@ def _compile_scope(recorder: Recorder, model: torch.nn.Module) -> list[Any]:
     gradients: off when the logits' gradient is made (the head's backward is eager), on when
     a block's output gets its gradient (the blocks' backward; the embedding's backward after
     them is small)."""
-    blocks = [block for group in _block_lists(model) for block in group]
+    blocks = [block for group in block_lists(model) for block in group]
     if not blocks:
         return []
     recorder.fusing = False
@@ -130,7 +106,7 @@ def sizes(model: torch.nn.Module) -> dict[str, int]:
             packed.update(id(p) for p in module.parameters(recurse=False) if p.dtype == torch.uint8)
     count = logical + sum(p.numel() for p in params if id(p) not in packed)
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
-    blocks = [block for group in _block_lists(model) for block in group]
+    blocks = [block for group in block_lists(model) for block in group]
     in_blocks = {id(p) for block in blocks for p in block.parameters()}
     largest = max(blocks, key=lambda b: sum(p.numel() for p in b.parameters()), default=None)
     block_params = list(largest.parameters()) if largest is not None else []

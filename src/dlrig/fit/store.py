@@ -38,6 +38,7 @@ TRACER_MODULES = (
     "attention",
     "autocast",
     "build",
+    "checkpointing",
     "compiled",
     "grouped",
     "hfconfig",

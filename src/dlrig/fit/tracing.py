@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from dlrig.errors import InputError
-from dlrig.fit import hfconfig, presets, store
+from dlrig.fit import checkpointing, hfconfig, presets, store
 from dlrig.fit.build import build_model, make_optimizer
 from dlrig.fit.memory import extrapolate
 from dlrig.fit.options import BNB_ADAMW, Options, check, replace_options
@@ -283,6 +283,19 @@ def _named_workload(options: Any) -> Workload:
     )
 
 
+def traced_depths(workload: Workload, options: Options) -> tuple[int, ...]:
+    """2 and 3 repeats of the layer pattern, and of the checkpointed blocks' pattern when only
+    some are (fit/checkpointing.py); () traces the whole model, when it is not deeper than that."""
+    if not workload.layers:
+        return ()
+    period = workload.period
+    if options.grad_checkpointing == "full" and options.checkpoint_blocks != 1.0:
+        period = checkpointing.traced_period(period, options.checkpoint_blocks)
+        if workload.layers < 3 * period + 1:
+            return ()
+    return (2 * period, 3 * period)
+
+
 def trace(options: Options) -> TracedWorkload:
     """Trace `options`' workload once (cached by its workload fields)."""
     check(options)
@@ -293,9 +306,7 @@ def trace(options: Options) -> TracedWorkload:
         return cached
     workload = make_workload(options)
     batch = options.batch_size or workload.default_batch
-    depths: tuple[int, ...] = ()
-    if workload.layers:
-        depths = (2 * workload.period, 3 * workload.period)
+    depths = traced_depths(workload, options)
     try:
         basis = _basis(workload, options, batch, depths)
         samples = basis.at(batch, depths)
