@@ -165,7 +165,7 @@ class Options:
     optimizer: Optimizer = "adamw"
     grad_checkpointing: Checkpointing = "none"
     # the fraction of the repeated blocks that "full" checkpoints, evenly spaced (fms-fsdp's
-    # selective_checkpointing; 1/n: transformers' every_n_layers=n, torchtitan's "n")
+    # selective_checkpointing; 1/n about transformers' every_n_layers=n, torchtitan's "n")
     checkpoint_blocks: float = 1.0
     grad_accum: int = 1
     gpus: int = 1
