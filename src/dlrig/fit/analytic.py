@@ -71,7 +71,7 @@ def _result(
             "precision": ctx.precision,
             "optimizer": o.optimizer,
             "grad_checkpointing": o.grad_checkpointing,
-            "checkpoint_blocks": o.checkpoint_blocks if o.grad_checkpointing == "full" else None,
+            "checkpoint_blocks": o.checkpointed_fraction or None,
             "grad_accum": o.grad_accum,
             "gpus": o.gpus,
             "strategy": o.strategy,

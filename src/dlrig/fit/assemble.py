@@ -29,7 +29,7 @@ def setup_dict(traced: TracedWorkload, ctx: Context, batch: int) -> dict[str, An
         "optimizer": o.optimizer,
         "grad_checkpointing": o.grad_checkpointing,
         # the fraction of the blocks "full" checkpoints; None when checkpointing is not full
-        "checkpoint_blocks": o.checkpoint_blocks if o.grad_checkpointing == "full" else None,
+        "checkpoint_blocks": o.checkpointed_fraction or None,
         "grad_accum": o.grad_accum,
         "gpus": o.gpus,
         "gpus_per_node": o.gpus_per_node,

@@ -183,12 +183,12 @@ def convolutional(traced: TracedWorkload) -> bool:
     )
 
 
-def attention_ratio(architecture: str, overrides: dict[str, float] | None = None) -> float:
+def attention_ratio(architecture: str, constants: dict[str, float]) -> float:
     """Fused attention's speed on this architecture relative to Ampere's. Hopper's is fitted
     (FlashAttention-2 has no Hopper code path, and the measured Hopper rows say how much that
-    costs); the others are stated in the calibration table."""
+    costs: `constants` are the fitted ones); the others are stated in the calibration table."""
     if architecture == "hopper":
-        return float(fitted(overrides)["hopper_attention_ratio"])
+        return float(constants["hopper_attention_ratio"])
     table = calibration()["attention_ratio"]
     return float(table.get(architecture, table["default"]))
 
@@ -197,6 +197,7 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
     table = calibration()
     ratios = table["mamf_ratio"]
     fp8_ratios = table["mamf_ratio_fp8"]
+    constants = fitted(overrides)
     o = ctx.options
     return TimeSetup(
         precision=ctx.precision,
@@ -206,7 +207,7 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
         grad_accum=o.grad_accum,
         interconnect=o.interconnect or ("nvlink" if ctx.spec.has_nvlink else "pcie"),
         network_gbps=o.network_gbps or float(table["network"]["default_gbps"]),
-        calibration=fitted(overrides),
+        calibration=constants,
         mamf_ratio=float(ratios.get(ctx.spec.id, ratios["default"])),
         offload=o.offload,
         channels_last=o.channels_last,
@@ -215,7 +216,7 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
         fp8_mamf_ratio=float(fp8_ratios.get(ctx.spec.id, fp8_ratios["default"])),
         compiled=o.compile != "none",
         pipelined=parallel.pipelined_fsdp(o),
-        attention_ratio=attention_ratio(ctx.spec.architecture, overrides),
+        attention_ratio=attention_ratio(ctx.spec.architecture, constants),
     )
 
 
@@ -260,7 +261,7 @@ def time_at(
         batch,
         traced.workload.seq_len or 1,
         compute_bytes(ctx.precision),
-        o.checkpoint_blocks if o.grad_checkpointing == "full" else 0.0,
+        o.checkpointed_fraction,
         model_parallel_links(ctx, setup),
         setup.calibration["collective_latency_us"] * 1e-6,
     )

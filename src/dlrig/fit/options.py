@@ -238,6 +238,11 @@ class Options:
     cp: int = 1
     pp_schedule: PipelineSchedule = "1f1b"
 
+    @property
+    def checkpointed_fraction(self) -> float:
+        """The fraction of the repeated blocks checkpointing replays in the backward."""
+        return self.checkpoint_blocks if self.grad_checkpointing == "full" else 0.0
+
     def workload_key(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in WORKLOAD_FIELDS)
 

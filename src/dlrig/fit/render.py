@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any
 
+from dlrig.fit import checkpointing
 from dlrig.fit.result import FitResult
 from dlrig.units import human_bytes, human_seconds
 
@@ -234,4 +234,4 @@ def _checkpointing(setup: dict[str, Any]) -> str:
     blocks = setup.get("checkpoint_blocks") or 1.0
     if setup["grad_checkpointing"] != "full" or blocks == 1.0:
         return str(setup["grad_checkpointing"])
-    return f"full on {Fraction(blocks).limit_denominator(4)} of the blocks"
+    return f"full on {checkpointing.fraction_of(blocks)} of the blocks"
