@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +17,10 @@ from dlrig.bench import comms, compute, dataloader, memory, results, storage
 from dlrig.bench.device import BenchDevice, pick
 from dlrig.errors import InputError
 from dlrig.knowledge import gpus, pcie
+
+TESTS = Path(__file__).resolve().parents[1]
+CORPUS = TESTS / "corpus"
+FIXTURES = TESTS / "fixtures"
 
 
 def test_compute_on_cpu_measures_each_dtype_over_sizes() -> None:
@@ -78,6 +84,80 @@ def test_gpu_dtypes_follow_compute_capability() -> None:
     v100 = BenchDevice("cuda", 0, "Tesla V100-SXM2-16GB", None, (7, 0))
     assert compute.dtypes_for(h200) == ("fp32", "tf32", "fp16", "bf16", "fp8")
     assert compute.dtypes_for(v100) == ("fp32", "fp16")
+
+
+def _rocm_device(collect_env: str) -> BenchDevice:
+    """A HIP device as torch describes it, from a real collect_env paste: its GPU line is
+    `get_device_name (gcnArchName)` and its "ROCM used to build PyTorch" is torch.version.hip."""
+    text = (CORPUS / "collect_env" / collect_env).read_text(encoding="utf-8")
+    gpu = re.search(r"^GPU models and configuration: (.+) \((gfx[^)]+)\)$", text, re.M)
+    hip = re.search(r"^ROCM used to build PyTorch: (\S+)$", text, re.M)
+    assert gpu and hip
+    name = gpu.group(1)
+    return BenchDevice(
+        "cuda",
+        0,
+        name,
+        gpus.catalogue().resolve(name),
+        None,
+        platform="rocm",
+        gfx_target=gpu.group(2),
+        hip_version=hip.group(1),
+    )
+
+
+def test_hip_dtypes_follow_torchs_own_fp8_rule() -> None:
+    mi250 = _rocm_device("none-rocm-mi250-torch260dev.txt")
+    rdna3 = _rocm_device("none-rocm-wsl-rx7900xtx-torch270.txt")
+    # CDNA2 and RDNA3 have no FP8 GEMM in torch; HIP fills compute capability with ISA digits,
+    # so an "(9, 0)" must not turn on Hopper's tf32 and fp8.
+    assert compute.dtypes_for(mi250) == ("fp32", "fp16", "bf16")
+    assert compute.dtypes_for(rdna3) == ("fp32", "fp16", "bf16")
+    mi300 = dataclasses.replace(
+        mi250, name="AMD Instinct MI300X", gfx_target="gfx942:sramecc+:xnack-"
+    )
+    assert compute.dtypes_for(mi300)[-1] == "fp8"
+    rdna4 = dataclasses.replace(rdna3, gfx_target="gfx1201")  # ROCm 6.3: torch runs FP8 there
+    assert compute.dtypes_for(rdna4)[-1] == "fp8"
+    assert "fp8" not in compute.dtypes_for(dataclasses.replace(rdna4, hip_version="6.2.41133"))
+    torch = pytest.importorskip("torch")
+    assert compute._fp8_dtype(torch, mi300) is torch.float8_e4m3fnuz  # MI300's FNUZ format
+    gfx950 = dataclasses.replace(mi300, gfx_target="gfx950", hip_version="7.0.51831")
+    assert compute._fp8_dtype(torch, gfx950) is torch.float8_e4m3fn
+
+
+def test_a_hip_device_round_trips_through_a_saved_document() -> None:
+    mi250 = _rocm_device("none-rocm-mi250-torch260dev.txt")
+    written = mi250.to_dict()
+    assert written["platform"] == "rocm" and written["gfx_target"] == "gfx90a:sramecc+:xnack-"
+    again = BenchDevice.from_dict(written)
+    assert (again.platform, again.gfx_target, again.hip_version) == (
+        "rocm",
+        "gfx90a:sramecc+:xnack-",
+        "6.2.41133-dd7f95766",
+    )
+    assert "platform" not in BenchDevice("cuda", 0, "NVIDIA H200", None, (9, 0)).to_dict()
+
+
+def test_a_gpu_without_a_matching_uuid_is_found_by_its_pci_address() -> None:
+    from dlrig.bench import _gpu_of
+    from dlrig.machine.readers import rocm_smi
+
+    # rocm-smi's own recording (ROCm 6.0.2, two MI100s): HIP's UUID is not rocm-smi's Unique
+    # ID, so bench finds the GPU (and its PCIe link) by the bus address torch reports.
+    machine = rocm_smi.read((FIXTURES / "amd" / "mi100_rocm602.json").read_text(), None)
+    second = machine.gpus[1]
+    assert second.pci_bus_id
+    device = BenchDevice(
+        "cuda", 0, second.name, None, None, platform="rocm", pci_bus_id=second.pci_bus_id.lower()
+    )
+    assert _gpu_of(machine, device) is second
+    # NVML writes an 8-digit domain; sysfs and torch 4
+    from dlrig.bench.device import same_pci_address
+
+    assert same_pci_address("00000000:83:00.0", "0000:83:00.0")
+    assert not same_pci_address("00000000:83:00.0", "0000:84:00.0")
+    assert not same_pci_address(None, "0000:83:00.0")
 
 
 def test_verdicts_against_the_catalogue_peak() -> None:

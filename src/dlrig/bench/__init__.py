@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dlrig.bench import comms, compute, dataloader, memory, pack, storage
-from dlrig.bench.device import BenchDevice, torch_module
+from dlrig.bench.device import BenchDevice, same_pci_address, torch_module
 from dlrig.bench.device import pick as pick_device
 from dlrig.bench.results import BenchResult, Progress, no_progress
 from dlrig.errors import InputError
@@ -175,12 +175,13 @@ def _run_part(
 def _gpu_of(machine: Machine | None, device: BenchDevice) -> Gpu | None:
     if machine is None or not machine.gpus or device.kind != "cuda":
         return None
-    # torch's numbering follows CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, NVML's the bus:
-    # match on the UUID.
-    if device.uuid is None:
-        return None
+    # torch's numbering follows CUDA_VISIBLE_DEVICES (HIP_VISIBLE_DEVICES) and
+    # CUDA_DEVICE_ORDER, NVML's and rocm-smi's the bus: match on the UUID, else the PCI address.
     for gpu in machine.gpus:
-        if gpu.uuid is not None and str(gpu.uuid).lower() == str(device.uuid).lower():
+        if device.uuid is not None and str(gpu.uuid).lower() == str(device.uuid).lower():
+            return gpu
+    for gpu in machine.gpus:
+        if same_pci_address(gpu.pci_bus_id, device.pci_bus_id):
             return gpu
     return None
 

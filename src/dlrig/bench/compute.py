@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from dlrig.bench.device import BenchDevice, torch_module
 from dlrig.bench.results import BenchResult, Progress, judged, no_progress
+from dlrig.knowledge.versions import Version
 
 GPU_SIZES = (1024, 2048, 4096, 8192, 16384)
 CPU_SIZES = (256, 512, 1024, 2048)
@@ -27,9 +28,34 @@ _FIX = (
 )
 
 
+def _rocm_fp8(device: BenchDevice) -> bool:
+    """torch's own rule for FP8 GEMMs on a HIP build (`evaluate_platform_supports_fp8` in
+    torch.testing._internal.common_cuda): gfx94x; gfx120x from ROCm 6.3; gfx95x from 6.5."""
+    gfx = device.gfx_target or ""
+    hip = Version.parse(device.hip_version)
+    rocm = hip.padded(2).parts[:2] if hip is not None else (0, 0)
+    return (
+        "gfx94" in gfx
+        or ("gfx120" in gfx and rocm >= (6, 3))
+        or ("gfx95" in gfx and rocm >= (6, 5))
+    )
+
+
+def _fp8_dtype(torch: Any, device: BenchDevice) -> Any:
+    """MI300's FP8 is the FNUZ variant (no negative zero, one NaN); gfx950 and NVIDIA use OCP's
+    e4m3fn (torch.testing._internal.common_device_type's e4m3_type)."""
+    if device.platform == "rocm" and "gfx94" in (device.gfx_target or ""):
+        return torch.float8_e4m3fnuz
+    return torch.float8_e4m3fn
+
+
 def dtypes_for(device: BenchDevice) -> tuple[str, ...]:
     if device.kind == "cpu":
         return ("fp32", "bf16")
+    if device.platform == "rocm":
+        # No "tf32": torch's allow_tf32 is a cuBLAS switch; hipBLASLt's XF32 is gfx942-only and
+        # off unless an environment variable asks for it.
+        return ("fp32", "fp16", "bf16", *(("fp8",) if _rocm_fp8(device) else ()))
     major, minor = device.compute_capability or (0, 0)
     found = ["fp32", "fp16"]
     if major >= 8:
@@ -54,8 +80,9 @@ def _operands(torch: Any, device: BenchDevice, dtype: str, n: int) -> tuple[Any,
     """(A, B, function computing A@B once)."""
     where = device.torch_device
     if dtype == "fp8":
-        a = torch.randn(n, n, device=where).to(torch.float8_e4m3fn)
-        b = torch.randn(n, n, device=where).to(torch.float8_e4m3fn).t()  # column-major for cuBLASLt
+        fp8_dtype = _fp8_dtype(torch, device)
+        a = torch.randn(n, n, device=where).to(fp8_dtype)
+        b = torch.randn(n, n, device=where).to(fp8_dtype).t()  # column-major for cuBLASLt
         one = torch.tensor(1.0, device=where)
 
         def fp8() -> Any:

@@ -27,15 +27,25 @@ class BenchDevice:
     # A saved document's catalogue id where this dlrig's catalogue no longer has it: kept as
     # written (None: the spec's id, or no entry).
     catalogue_id: str | None = None
+    # torch's HIP build drives AMD GPUs through the same torch.cuda API: "rocm" there, with
+    # the GPU's gfx target (gcnArchName, "gfx942:sramecc+:xnack-") and the build's HIP
+    # version in place of a compute capability, which HIP fills with the ISA's digits.
+    platform: str = "cuda"  # cuda | rocm (for kind "cuda")
+    gfx_target: str | None = None
+    hip_version: str | None = None
+    pci_bus_id: str | None = None  # "0000:83:00.0", to find the GPU in a snapshot without UUIDs
 
     def to_dict(self) -> dict[str, Any]:
         """What a bench document says of the device: kind, index, name, catalogue id."""
-        return {
+        written: dict[str, Any] = {
             "kind": self.kind,
             "index": self.index,
             "name": self.name,
             "catalogue_id": self.spec.id if self.spec else self.catalogue_id,
         }
+        if self.platform == "rocm":
+            written.update(platform="rocm", gfx_target=self.gfx_target, hip=self.hip_version)
+        return written
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> BenchDevice:
@@ -46,7 +56,18 @@ class BenchDevice:
         catalogue_id = document.get("catalogue_id")
         written = catalogue_id if isinstance(catalogue_id, str) else None
         spec = gpus.catalogue().get(written) if written else None
-        return cls(kind, index, name, spec, catalogue_id=None if spec else written)
+        rocm = document.get("platform") == "rocm"
+        gfx, hip = document.get("gfx_target"), document.get("hip")
+        return cls(
+            kind,
+            index,
+            name,
+            spec,
+            catalogue_id=None if spec else written,
+            platform="rocm" if rocm else "cuda",
+            gfx_target=gfx if rocm and isinstance(gfx, str) else None,
+            hip_version=hip if rocm and isinstance(hip, str) else None,
+        )
 
     @property
     def torch_device(self) -> str:
@@ -81,7 +102,22 @@ def pick(requested: str = "auto", index: int = 0) -> BenchDevice:
     # A MIG slice has a share of the GPU's SMs and bandwidth: the whole GPU's peaks do not
     # apply, so it is measured without an expectation.
     spec = None if " MIG " in f" {name} " else gpus.catalogue().resolve(name)
-    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    properties = torch.cuda.get_device_properties(index)
+    hip = getattr(torch.version, "hip", None)
+    if hip:
+        return BenchDevice(
+            "cuda",
+            index,
+            name,
+            spec,
+            None,
+            uuid=None,  # HIP's UUID is not the one rocm-smi or amd-smi print
+            platform="rocm",
+            gfx_target=getattr(properties, "gcnArchName", None) or None,
+            hip_version=str(hip),
+            pci_bus_id=_pci_address(properties),
+        )
+    uuid = getattr(properties, "uuid", None)
     return BenchDevice(
         "cuda",
         index,
@@ -89,4 +125,34 @@ def pick(requested: str = "auto", index: int = 0) -> BenchDevice:
         spec,
         tuple(torch.cuda.get_device_capability(index)),
         uuid=f"GPU-{uuid}" if uuid is not None and not str(uuid).startswith("GPU-") else uuid,
+        pci_bus_id=_pci_address(properties),
     )
+
+
+def _pci_address(properties: Any) -> str | None:
+    """ "domain:bus:device.0" from torch's device properties (torch >= 2.5 has the three
+    numbers; older builds do not)."""
+    domain, bus, device = (
+        getattr(properties, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")
+    )
+    if not all(isinstance(number, int) for number in (domain, bus, device)):
+        return None
+    return f"{domain:04x}:{bus:02x}:{device:02x}.0"
+
+
+def same_pci_address(first: str | None, second: str | None) -> bool:
+    """Whether two PCI addresses name one device: NVML writes an 8-digit domain
+    ("00000000:83:00.0"), rocm-smi and sysfs 4 digits ("0000:83:00.0")."""
+    if not first or not second:
+        return False
+
+    def key(address: str) -> tuple[int, ...] | None:
+        parts = address.strip().lower().replace(".", ":").split(":")
+        if len(parts) != 4:
+            return None
+        try:
+            return tuple(int(part, 16) for part in parts)
+        except ValueError:
+            return None
+
+    return key(first) is not None and key(first) == key(second)

@@ -22,7 +22,12 @@ def render(report: BenchReport, out: Any) -> None:
 
     if report.device is not None:
         where = report.device.spec.id if report.device.spec else report.device.name
-        out.print(f"[bold]dlrig bench[/bold] on {report.device.kind} ({where})")
+        device = report.device
+        if device.platform == "rocm":
+            # torch's HIP build: "cuda" is torch's name for the device, not the platform
+            built = f"ROCm, HIP {device.hip_version}" if device.hip_version else "ROCm"
+            where = f"{where}, {device.gfx_target or 'gfx target unknown'}; {built}"
+        out.print(f"[bold]dlrig bench[/bold] on {device.kind} ({where})")
     table = Table(expand=False)
     for column in ("part", "test", "measured", "expected", "%", "verdict"):
         table.add_column(column, no_wrap=True)
