@@ -140,7 +140,13 @@ def _companion_problem(m: Machine, companion: PackageInfo, torch_version: str) -
     else:
         expected_torch = torch_knowledge.torch_for_torchaudio(companion.version)
     torch_minor = minor_of(torch_version)
-    if expected_torch is not None and expected_torch != torch_minor:
+    # Two builds of no published release (source, nightly, a vendor's: "2.11.0+gitd0c8b1f" with
+    # "0.24.1+d801a34") pair by the torch present when the companion was compiled, which its
+    # version number does not say: the release pairing is no evidence there.
+    unpaired = not is_published_release(torch_version) and not is_published_release(
+        companion.version
+    )
+    if expected_torch is not None and expected_torch != torch_minor and not unpaired:
         # torchaudio 2.11 is built on the stable ABI and supports every later torch.
         later = (Version.parse(torch_minor) or Version((0,))) >= Version((2, 11))
         if not (companion.name == "torchaudio" and expected_torch == "2.11" and later):
