@@ -157,6 +157,24 @@ def test_amd_smi_static_json_reads_the_board_as_recorded() -> None:
     assert raw["driver"]["version"].startswith("Linuxversion6.14")
 
 
+def test_an_apus_amd_smi_static_and_list_read_as_recorded() -> None:
+    # redhat-et/GKM's test data "captured from amd-smi on Strix Halo" (Apache-2.0): an APU has
+    # no PCIe link to report ("N/A") and states its power limits as 0 W.
+    static = AMD / "amd-smi-static-strixhalo-gfx1151-gkm.json"
+    [raw] = json.loads(static.read_text())
+    [gpu] = readers.load(static).gpus or ()
+    assert (gpu.name, gpu.gfx_target) == (raw["asic"]["market_name"], "gfx1151")
+    assert gpu.memory_total_bytes == 32768 * 2**20
+    assert gpu.pci_bus_id == raw["bus"]["bdf"] == "0000:c4:00.0"
+    assert raw["limit"]["socket_power"]["value"] == 0 and gpu.power_limit_watts is None
+    assert (gpu.pcie.gen_max, gpu.pcie.width_max) == (None, None)
+    # `list` holds the bus address and the UUID, which bench matches torch's device by
+    listed = AMD / "amd-smi-list-strixhalo-gfx1151-gkm.json"
+    [entry] = json.loads(listed.read_text())
+    [gpu] = readers.load(listed).gpus or ()
+    assert (gpu.pci_bus_id, gpu.uuid) == (entry["bdf"], entry["uuid"])
+
+
 def test_amd_smi_process_json_reads_each_process_and_its_vram() -> None:
     # ROCm/ROCm#5706: `amd-smi process --json`, two R9700, four python processes on each
     path = AMD / "amd-smi-process-r9700-rocm720-issue5706.json"
