@@ -384,7 +384,8 @@ def test_the_eleventh_fresh_blind_set():
     failure after it (a warning alone is not a crash)."""
     right, inside, confident, outside = _blind_set(FRESH11)
     print(f"\neleventh fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
-    assert (inside, outside) == (37, 27)
+    # 7 rows relabelled on 2026-12-07 when their causes were added or widened (see the manifest)
+    assert (inside, outside) == (44, 20)
     assert right >= 36
     assert confident <= 2
 
@@ -410,7 +411,8 @@ def test_the_twelfth_fresh_blind_set():
     lines."""
     right, inside, confident, outside = _blind_set(FRESH12)
     print(f"\ntwelfth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
-    assert (inside, outside) == (35, 15)
+    # 4 rows relabelled on 2026-12-07 when their causes were added or widened (see the manifest)
+    assert (inside, outside) == (39, 11)
     assert right >= 31
     assert confident <= 3
 
@@ -454,7 +456,8 @@ def test_the_fourteenth_fresh_blind_set():
     print(
         f"\nfourteenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}"
     )
-    assert (inside, outside) == (19, 13)
+    # 6 rows relabelled on 2026-12-07 when their causes were added (see the manifest)
+    assert (inside, outside) == (25, 7)
     assert right >= 19
     assert confident == 0
 
@@ -563,3 +566,23 @@ def test_a_library_refusing_a_feature_names_the_capability_it_needs():
     root = _root("fresh8/ms-agent-303-flashattention-ampere-v100.log")
     assert root.cause == "gpu_too_old_for_feature" and root.confidence >= CONFIDENT
     assert any('attn_implementation="sdpa"' in fix for fix in root.fixes)
+
+
+FRESH16 = LOGS / "fresh16"
+
+
+def test_the_sixteenth_fresh_blind_set():
+    """Collected on 2026-12-07 by symptom from the projects people train and serve with (16
+    confirmed threads; the helper found few whole enough in the index's excerpts): 4 in the
+    vocabulary, 12 outside as the collector labelled them. Measured once, blind, at commit
+    e66b234: 4 of 4 named right, 2 of 12 outside answered with confidence (sglang's NaN
+    sampling from a flashinfer bug, named fp16 overflow; a torch 1.5 conv3d illegal memory
+    access, which the collector doubted and which illegal_memory_access covers, relabelled).
+    Then: multinomial's NaN is a lead, a wrapped vLLM KV-cache line is read across the wrap,
+    and three rows were relabelled when their causes were added (a private Hub repository,
+    TensorFlow's SIGILL on a CPU without AVX, trust_remote_code)."""
+    right, inside, confident, outside = _blind_set(FRESH16)
+    print(f"\nsixteenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    assert (inside, outside) == (8, 8)
+    assert right == inside
+    assert confident <= 1

@@ -86,6 +86,13 @@ def test_cause_vocabulary_is_complete():
         "gpu_too_old_for_feature",
         "fabric_manager_not_running",
         "weights_only_load_refused",
+        # 2026-12-07: the causes the sixteen blind sets found outside the vocabulary most often
+        "fp16_trainable_weights",
+        "ddp_reentrant_checkpointing",
+        "serving_config_invalid",
+        "hub_access_denied",
+        "model_architecture_unknown",
+        "cpu_instruction_unsupported",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

@@ -87,10 +87,11 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "missing_cuda_lib",
-        "A CUDA library or toolkit cannot be found",
+        "A CUDA library or toolkit cannot be found, or is another CUDA version",
         "A shared library that the framework or an extension was linked against (libcudart, "
         "libcublas, libcudnn, libnccl, libnvrtc...) is not on the loader's path, or is the wrong "
-        "major version; or a build looked for the CUDA toolkit (nvcc, CUDA_HOME) and found none.",
+        "major version; or a build looked for the CUDA toolkit (nvcc, CUDA_HOME) and found none, "
+        "or found one of another CUDA version than the framework's.",
         "Install the matching CUDA/cuDNN runtime (pip's nvidia-* packages for pip wheels), or "
         "point LD_LIBRARY_PATH at the right CUDA lib64; rebuild extensions against the "
         "framework's CUDA.",
@@ -250,5 +251,29 @@ CAUSES: tuple[Cause, ...] = (
         "missing compiled part.",
         "Rename the local file (and delete its __pycache__), or run from another directory than "
         "the package's source checkout.",
+    ),
+    Cause(
+        "model_architecture_unknown",
+        "The installed library does not know this model's architecture",
+        "A model names its architecture in its config (model_type, architectures; GGUF's "
+        "general.architecture). A transformers, vLLM, llama.cpp or Ollama release older than the "
+        "model has no code for it and refuses it; a model that ships its own code instead asks "
+        "for trust_remote_code.",
+        "Upgrade the library that loads the model to a release that supports it (pip install "
+        "-U transformers; a newer vLLM, llama.cpp or Ollama), or, for a model that ships its "
+        "own code and that you trust, pass trust_remote_code=True (vLLM: --trust-remote-code).",
+    ),
+    Cause(
+        "cpu_instruction_unsupported",
+        "The build needs CPU instructions this CPU lacks (Illegal instruction)",
+        'A binary compiled for a newer instruction set stops with SIGILL ("Illegal '
+        "instruction\", exit code 132) on a CPU without it: TensorFlow's wheels need AVX from "
+        "1.6 on, other builds need AVX2 or AVX-512; on ARM boards OpenBLAS can pick a core type "
+        "the CPU does not have. Old CPUs, some virtual machines that hide AVX, and emulation "
+        "(Rosetta, QEMU) hit it.",
+        "Check what the CPU offers (grep -o -w 'avx2\\|avx' /proc/cpuinfo | sort -u); use a "
+        "build for it (an older TensorFlow, a community no-AVX wheel, or a source build), expose "
+        "the host's CPU flags to the VM (host-passthrough), or on ARM set OPENBLAS_CORETYPE=ARMV8 "
+        "before starting Python.",
     ),
 )

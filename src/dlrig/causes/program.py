@@ -159,4 +159,52 @@ CAUSES: tuple[Cause, ...] = (
         "srun) so init_process_group runs, or for one GPU turn the distributed parts off "
         "(plain BatchNorm, no DDP wrapper).",
     ),
+    Cause(
+        "fp16_trainable_weights",
+        "Trainable weights held in fp16 under the fp16 gradient scaler",
+        "Automatic mixed precision keeps the weights it trains in fp32 and computes in fp16; "
+        "its GradScaler refuses to unscale gradients of parameters that are themselves fp16 "
+        '("Attempting to unscale FP16 gradients"). That happens when a model is loaded in '
+        "fp16 (torch_dtype=torch.float16, .half()) and then trained with fp16 autocast, or when "
+        "adapter (LoRA) weights are created in the base model's fp16.",
+        "Keep the trained parameters in fp32: load the model in fp32 (or bf16 with bf16=True "
+        "instead of fp16=True), or cast the trainable ones up (for p in model.parameters(): if "
+        "p.requires_grad: p.data = p.data.float()); with PEFT, leave autocast_adapter_dtype on.",
+    ),
+    Cause(
+        "ddp_reentrant_checkpointing",
+        "DDP saw a parameter ready twice (reentrant activation checkpointing or a reused module)",
+        "DistributedDataParallel expects each parameter's gradient once per backward. Reentrant "
+        "activation checkpointing (torch.utils.checkpoint with use_reentrant=True, the old "
+        "default, and transformers' gradient_checkpointing before use_reentrant=False) runs a "
+        "second backward over the checkpointed blocks, and a module used twice in one forward "
+        'does the same: the reducer raises "Expected to mark a variable ready only once".',
+        "Use non-reentrant checkpointing (torch.utils.checkpoint(..., use_reentrant=False); "
+        'transformers: gradient_checkpointing_kwargs={"use_reentrant": False}); or, if the graph '
+        "is the same every step, DDP(static_graph=True); and find_unused_parameters=False unless "
+        "it is needed.",
+    ),
+    Cause(
+        "serving_config_invalid",
+        "The serving engine refused its configuration",
+        "Inference engines check their settings against the model before loading it: the "
+        "tensor-parallel size must divide the attention heads, and max_model_len may not exceed "
+        "the context the model's config.json declares. A setting that fails is refused at "
+        "start-up, before any GPU memory is used.",
+        "Choose settings the model allows: a tensor_parallel_size that divides its attention "
+        "heads (or pipeline_parallel_size for the rest), a max_model_len at most its "
+        "max_position_embeddings.",
+    ),
+    Cause(
+        "hub_access_denied",
+        "The model could not be fetched or found (Hugging Face Hub or a local path)",
+        "from_pretrained and the engines built on it read a model from a local folder or the "
+        "Hugging Face Hub. A gated or private repository answers 401/403 without a token that "
+        'has access; a misspelt id or path is "not a valid model identifier"; without network '
+        "and without a cached copy nothing can be read.",
+        "Check the id or path the error names. For a gated model accept its licence on its Hub "
+        "page, then log in (huggingface-cli login, or HF_TOKEN=... in the environment) with a "
+        "token that can read it; offline, download it first (huggingface-cli download ID) and "
+        "set HF_HUB_OFFLINE=1.",
+    ),
 )

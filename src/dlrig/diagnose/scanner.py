@@ -395,6 +395,15 @@ class Scanner:
             if signature.window:
                 subject = self._with_following(buffer, end, text, signature.window)
             found = signature.match(subject)
+            if found is None and not signature.window:
+                # A paste or a terminal wraps long messages at a fixed width, cutting a word or
+                # the space between two ("... in KV cache (\n3984)"): try the line joined to the
+                # next, both ways.
+                following = self._with_following(buffer, end, text, 1)
+                for joined in (following.replace("\n", "", 1), following.replace("\n", " ", 1)):
+                    if joined != text and (found := signature.match(joined)) is not None:
+                        subject = joined
+                        break
             if found is None:
                 continue
             values = {k: v for k, v in found.groupdict().items() if v}

@@ -42,6 +42,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "checkpoint_corrupt": ("run", "checkpoint"),
     "state_dict_mismatch": ("run", "state_dict"),
     "gpu_too_old_for_feature": ("run", "gpu_too_old"),
+    "serving_config_invalid": ("run", "serving_config"),
 }
 
 

@@ -198,3 +198,14 @@ def gpu_too_old(
         "capability_said": said,
         "feature_said": _FEATURE_NAME.get(feature or "", feature or "a feature"),
     }
+
+
+def serving_config(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """The tensor-parallel sizes a model's attention heads allow, up to a node of 8 GPUs."""
+    heads = groups.get("heads")
+    if not heads or not heads.isdigit() or int(heads) == 0:
+        return {}
+    sizes = [n for n in range(1, 9) if int(heads) % n == 0]
+    return {"tp_choices": ", ".join(str(n) for n in sizes)}
