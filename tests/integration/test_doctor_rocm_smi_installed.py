@@ -41,3 +41,15 @@ def test_doctor_keeps_what_the_real_rocm_smi_said(run_dlrig_process):
     # no GPU was read, so no AMD verdict is given
     for name in ("rocm.torch_build", "rocm.gfx_in_build", "rocm.device_access"):
         assert checks[name]["status"] == "skip", checks[name]
+
+
+def test_the_amdsmi_binding_without_its_library_stays_out_of_the_output(run_dlrig_process):
+    """The dev extra installs AMD's `amdsmi` binding, which prints two lines when it cannot find
+    libamd_smi.so: the probe says why it fell back to rocm-smi, and --json stays one document."""
+    result = run_dlrig_process("doctor", "--json", timeout=300)
+    assert result.returncode in (0, 1), result.stderr
+    document = json.loads(result.stdout)  # nothing but the document on stdout
+    machine = document["machine"]
+    reasons = [i["reason"] for i in machine["probe_issues"] if i["source"] == "rocm"]
+    assert any("libamd_smi.so" in r for r in reasons), reasons
+    assert machine["rocm"]["tool"] == "rocm-smi"

@@ -1,7 +1,9 @@
-"""AMD GPUs on the live machine: `rocm-smi --json`, the ROCm release and device access.
+"""AMD GPUs on the live machine: AMD's library (amdsmi) or `rocm-smi --json`, the ROCm release
+and device access.
 
-rocm-smi is the one tool every ROCm release ships (amd-smi arrived in 6.x and needs its own
-library); its JSON is read by the same reader as a recorded file. Device access is what ROCm
+Where the `amdsmi` binding and its libamd_smi.so are installed (ROCm 6.x and newer) the GPUs are
+read through them; otherwise through rocm-smi, the one tool every ROCm release ships, whose JSON
+is read by the same reader as a recorded file. Device access is what ROCm
 needs and users most often lack: /dev/kfd (the amdgpu driver's compute interface) and the
 /dev/dri/renderD* nodes, opened read-write, which the `render` and `video` groups grant.
 """
@@ -10,7 +12,9 @@ from __future__ import annotations
 
 import grp
 import os
+from pathlib import Path
 
+from dlrig.machine import amdsmi_library
 from dlrig.machine.model import Gpu, ProbeIssue, Rocm, Topology
 from dlrig.machine.readers import rocm_smi
 from dlrig.machine.runner import ProbeContext
@@ -73,6 +77,20 @@ def probe(
     issues: list[ProbeIssue] = []
     gpus = topology = None
     driver = None
+    through = "rocm-smi" if tool else None
+    answers: list[dict[str, object]] = []
+    try:
+        # the library reads this machine's GPUs: not a machine under another root (a replay)
+        if ctx.root == Path("/"):
+            answers = amdsmi_library.read(amdsmi_library.load())
+    except amdsmi_library.AmdSmiUnavailable as exc:
+        if "not installed" not in str(exc):  # a binding without its library is worth a word
+            issues.append(ProbeIssue("rocm", str(exc)))
+    else:
+        if answers:
+            gpus = tuple(amdsmi_library.gpu_from_calls(i, a) for i, a in enumerate(answers))
+            driver = next(filter(None, map(amdsmi_library.driver_version, answers)), None)
+            through, tool = "amdsmi", None  # the library answered: rocm-smi is not needed
     if tool:
         result = ctx.runner.run([tool, *ROCM_SMI_ARGS], ctx.timeout_s)
         if result.ok and rocm_smi.looks_like(result.stdout):
@@ -91,7 +109,7 @@ def probe(
     rocm = Rocm(
         version=version,
         amdgpu_driver_version=driver,
-        tool="rocm-smi" if tool else None,
+        tool=through,
         kfd_present=kfd,
         kfd_accessible=_access(ctx, "/dev/kfd"),
         render_accessible=render_ok,
