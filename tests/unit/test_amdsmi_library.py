@@ -127,3 +127,17 @@ def test_the_real_binding_without_its_library_says_so_and_prints_nothing(capfd) 
         amdsmi_library.load()
     printed = capfd.readouterr()
     assert printed.out == "" and printed.err == ""
+
+
+def test_monitors_live_source_falls_back_past_the_binding_and_says_why() -> None:
+    """On this machine (no NVIDIA driver, the amdsmi binding without libamd_smi.so, no
+    nvidia-smi) the live source is none, and its note names each reason in order."""
+    from dlrig.machine.gpu_sources import open_live_source
+
+    source = open_live_source()
+    try:
+        assert source.info.kind == "none"
+        note = source.info.note or ""
+        assert note.index("NVML") < note.index("libamd_smi.so") < note.index("nvidia-smi")
+    finally:
+        source.close()

@@ -35,7 +35,7 @@ def load() -> Any:
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            import amdsmi  # type: ignore[import-not-found,unused-ignore]
+            import amdsmi  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError as exc:
         raise AmdSmiUnavailable("the Python package amdsmi is not installed") from exc
     except (OSError, KeyError, AttributeError) as exc:
@@ -135,25 +135,43 @@ def driver_version(calls: Mapping[str, Any]) -> str | None:
     return version if version and re.fullmatch(r"\d+\.\d+(\.\d+)?", version) else None
 
 
-def read(module: Any) -> list[dict[str, Any]]:
-    """The answers of every AMD GPU, as `gpu_from_calls` reads them; AmdSmiUnavailable when the
-    library cannot start (no amdgpu driver loaded, no permission)."""
-    failure = getattr(module, "AmdSmiException", Exception)
+def start(module: Any) -> list[Any]:
+    """amdsmi_init for the AMD GPUs, then their handles; AmdSmiUnavailable when the library
+    cannot start (no amdgpu driver loaded, no permission)."""
     try:
         module.amdsmi_init(module.AmdSmiInitFlags.INIT_AMD_GPUS)
-    except failure as exc:
+        return list(module.amdsmi_get_processor_handles())
+    except failure_of(module) as exc:
         first = str(exc).strip().splitlines()
         raise AmdSmiUnavailable(
             f"amdsmi_init failed: {' '.join(part.strip() for part in first) or type(exc).__name__}"
         ) from exc
+
+
+def stop(module: Any) -> None:
+    with contextlib.suppress(failure_of(module)):
+        module.amdsmi_shut_down()
+
+
+def failure_of(module: Any) -> type[Exception]:
+    """The binding's exception base (AmdSmiException)."""
+    found = getattr(module, "AmdSmiException", Exception)
+    return found if isinstance(found, type) and issubclass(found, Exception) else Exception
+
+
+def read(module: Any) -> list[dict[str, Any]]:
+    """The answers of every AMD GPU, as `gpu_from_calls` reads them."""
+    handles = start(module)
     try:
-        return [_calls(module, handle, failure) for handle in module.amdsmi_get_processor_handles()]
+        return [answers(module, handle) for handle in handles]
     finally:
-        with contextlib.suppress(failure):
-            module.amdsmi_shut_down()
+        stop(module)
 
 
-def _calls(module: Any, handle: Any, failure: type[BaseException]) -> dict[str, Any]:
+def answers(module: Any, handle: Any) -> dict[str, Any]:
+    """What the library says of one GPU, keyed as `gpu_from_calls` reads it."""
+    failure = failure_of(module)
+
     def ask(function: Callable[..., Any], *args: Any) -> Any:
         try:
             return function(handle, *args)

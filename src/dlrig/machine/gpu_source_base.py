@@ -19,7 +19,7 @@ __all__ = ["GpuLost", "GpuSource", "SourceInfo", "now_iso"]
 
 @dataclass(frozen=True)
 class SourceInfo:
-    kind: str  # nvml | nvidia-smi | replay | none
+    kind: str  # nvml | amdsmi | nvidia-smi | replay | none
     description: str
     hostname: str
     gpu_count: int

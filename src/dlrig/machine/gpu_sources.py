@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import socket
 
+from dlrig.machine.amdsmi_library import AmdSmiUnavailable
+from dlrig.machine.amdsmi_source import AmdSmiSource
 from dlrig.machine.gpu_source_base import GpuSource, SourceInfo, now_iso
 from dlrig.machine.model import Gpu, XidEvent
 from dlrig.machine.nvml import GpuLost, NvmlUnavailable
@@ -58,11 +60,20 @@ class NoGpuSource:
 
 
 def open_live_source() -> GpuSource:
-    """This machine's GPUs: through NVML, else through nvidia-smi, else none (and why)."""
+    """This machine's GPUs: through NVML, else AMD's amdsmi library, else nvidia-smi, else none
+    (and why)."""
     try:
         return NvmlSource()
     except NvmlUnavailable as exc:
         nvml_reason = f"NVML: {exc}"
+    try:
+        amd: GpuSource = AmdSmiSource()
+    except AmdSmiUnavailable as exc:
+        if "not installed" not in str(exc):
+            nvml_reason += f"; {exc}"
+    else:
+        amd.info = dataclasses.replace(amd.info, note=nvml_reason)
+        return amd
     try:
         source = SmiSource()
     except SmiUnavailable as exc:
