@@ -93,6 +93,7 @@ def test_cause_vocabulary_is_complete():
         "hub_access_denied",
         "model_architecture_unknown",
         "cpu_instruction_unsupported",
+        "nccl_network_error",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

@@ -207,4 +207,19 @@ CAUSES: tuple[Cause, ...] = (
         "token that can read it; offline, download it first (huggingface-cli download ID) and "
         "set HF_HUB_OFFLINE=1.",
     ),
+    Cause(
+        "nccl_network_error",
+        "NCCL lost its connection to another rank (a remote process died or the network failed)",
+        "NCCL reports a remote error when a peer's connection breaks mid-collective: the other "
+        "rank exited (it crashed, ran out of memory or was killed: its own log says why), or "
+        "the network between the nodes failed. InfiniBand/RoCE completion errors name the "
+        "second: status 12 is the transport's retry count exceeded (the peer's port did not "
+        "answer: a link down or flapping, congestion, a switch), status 5 the requests flushed "
+        "after it.",
+        "First read the other ranks' logs: the rank that failed first names the cause, and this "
+        "error is its echo. If every rank was alive: check the links on both nodes (ibstat, "
+        "ibv_devinfo; dmesg for mlx5 errors; the switch's port counters), give a lossy fabric "
+        "longer timeouts (NCCL_IB_TIMEOUT=22, NCCL_IB_RETRY_CNT=13), name the HCAs to use "
+        "(NCCL_IB_HCA) and, with GPUDirect RDMA, check that ACS is off on the PCIe switches.",
+    ),
 )
