@@ -411,8 +411,8 @@ def test_the_twelfth_fresh_blind_set():
     lines."""
     right, inside, confident, outside = _blind_set(FRESH12)
     print(f"\ntwelfth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
-    # 4 rows relabelled on 2026-12-07 when their causes were added or widened (see the manifest)
-    assert (inside, outside) == (39, 11)
+    # 5 rows relabelled on 2026-12-07 when their causes were added, widened or moved (see the manifest)
+    assert (inside, outside) == (40, 10)
     assert right >= 31
     assert confident <= 3
 
@@ -545,7 +545,8 @@ def test_the_seventh_fresh_blind_set():
     (dlrig names the cuDNN status, whose first fix is a smaller batch). The floor, not blind."""
     right, inside, confident, outside = _blind_set(FRESH7)
     print(f"\nseventh fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
-    assert (inside, outside) == (14, 8)
+    # one row relabelled on 2026-12-07 (vLLM's KV cache check is serving_config_invalid)
+    assert (inside, outside) == (15, 7)
     assert right >= 12
     assert confident <= 2
 
@@ -583,6 +584,26 @@ def test_the_sixteenth_fresh_blind_set():
     TensorFlow's SIGILL on a CPU without AVX, trust_remote_code)."""
     right, inside, confident, outside = _blind_set(FRESH16)
     print(f"\nsixteenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
-    assert (inside, outside) == (8, 8)
+    assert (inside, outside) == (9, 7)
     assert right == inside
     assert confident <= 1
+
+
+FRESH17 = LOGS / "fresh17"
+
+
+def test_the_seventeenth_fresh_blind_set():
+    """Collected on 2026-12-07 by symptom (44 confirmed GitHub threads, 2018-2026; the stored
+    Q&A pages asked for held no pasted log with a visible confirmation), labelled with the
+    vocabulary that day: 33 in it, 11 outside. Measured once, blind, at commit 2bcd071: 24 of 33
+    named right, 2 of 11 outside answered with confidence. Then: transformers' "couldn't connect
+    to 'https://huggingface.co' to load the files", TGI's "process was signaled to shutdown with
+    signal 7" (SIGBUS: shared memory), the Kubernetes device plugin's "could not load NVML
+    library"; vLLM's KV-cache-versus-max_model_len check moved to serving_config_invalid (four
+    collectors called it a start-up configuration check) and its row was relabelled."""
+    right, inside, confident, outside = _blind_set(FRESH17)
+    print(f"\nseventeenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    assert (inside, outside) == (34, 10)
+    assert right >= 28
+    assert confident <= 1
+

@@ -187,13 +187,15 @@ CAUSES: tuple[Cause, ...] = (
     Cause(
         "serving_config_invalid",
         "The serving engine refused its configuration",
-        "Inference engines check their settings against the model before loading it: the "
-        "tensor-parallel size must divide the attention heads, and max_model_len may not exceed "
-        "the context the model's config.json declares. A setting that fails is refused at "
-        "start-up, before any GPU memory is used.",
-        "Choose settings the model allows: a tensor_parallel_size that divides its attention "
-        "heads (or pipeline_parallel_size for the rest), a max_model_len at most its "
-        "max_position_embeddings.",
+        "Inference engines check their settings against the model and the GPU at start-up: "
+        "the tensor-parallel size must divide the attention heads, max_model_len may not exceed "
+        "the context the model's config.json declares, and the KV cache left in GPU memory "
+        "after the weights must hold at least one sequence of max_model_len. A setting that "
+        "fails is refused before serving starts.",
+        "Choose settings the model and the GPU allow: a tensor_parallel_size that divides its "
+        "attention heads (or pipeline_parallel_size for the rest), a max_model_len at most its "
+        "max_position_embeddings and within what the KV cache holds (or a larger "
+        "gpu_memory_utilization, quantised weights, more GPUs).",
     ),
     Cause(
         "hub_access_denied",
