@@ -378,3 +378,23 @@ def test_wsl_gpus_run_on_the_windows_hosts_driver():
     assert facts.driver_on_windows(machine) and installs.platform_of(machine) == "linux-x86_64"
     text = installs.driver_install_text(machine, None, doctor.DoctorOptions().today)
     assert "nvidia.com/Download" in text and "WSL" in text and "apt" not in text
+
+
+def test_only_two_source_builds_escape_the_release_pairing():
+    """Versions as real pastes print them (this corpus): source builds pair by the torch they
+    were compiled against, so their release pairing is not judged; nightlies and AMD's release
+    wheels are still paired."""
+    from dlrig.doctor.frameworks import _source_build
+
+    sources = ("2.11.0+gitd0c8b1f", "0.24.1+d801a34", "2.8.0a0+gitfc14c65", "0.24.0a0+c85f008")
+    kept = (
+        "2.5.0.dev20240802+rocm6.1",  # a nightly
+        "2.4.0.dev20240802+rocm6.1",
+        "2.4.0+rocm6.3.4.git7cecbf6d",  # AMD's release wheels of a torch release
+        "0.19.0+rocm6.3.4.gitfab84886",
+        "2.9.1+rocm7.2.0.lw.git7e1940d4",
+    )
+    assert all(_source_build(v) for v in sources)
+    assert not any(_source_build(v) for v in kept)
+    for v in sources + kept:  # every one of them is in a paste of this corpus
+        assert any(v in p.read_text(encoding="utf-8") for p in FOLDER.glob("*.txt")), v

@@ -224,3 +224,16 @@ def test_line_numbers_of_a_large_input_count_every_newline():
     assert result.lines == data.count(b"\n")
     assert result.root is not None and result.root.cause == "cuda_oom"
     assert result.root.lines[0].line == first
+
+
+def test_a_message_wrapped_by_a_paste_is_read_across_the_wrap_on_its_own_line(tmp_path):
+    """vLLM's KV-cache refusal as a user pasted it, cut inside "(\\n3984)": read joined to the
+    next line, credited to the line that starts it, with LF and with CRLF line ends."""
+    original = (CORPUS / "logs" / "fresh16" / "012-vllm-kv-cache-max-seq-len.log").read_bytes()
+    for name, data in (("lf.log", original), ("crlf.log", original.replace(b"\n", b"\r\n"))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        root = diagnose.diagnose_paths([path]).root
+        assert root is not None and root.cause == "serving_config_invalid", name
+        assert root.evidence[0].startswith(f"{path}:1: ValueError"), root.evidence
+        assert "3984" in root.fixes[0], name  # the number after the wrap reached the fix

@@ -173,12 +173,13 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "ddp_reentrant_checkpointing",
-        "DDP saw a parameter ready twice (reentrant activation checkpointing or a reused module)",
+        "DDP saw a parameter ready twice (reentrant activation checkpointing or a shared parameter)",
         "DistributedDataParallel expects each parameter's gradient once per backward. Reentrant "
         "activation checkpointing (torch.utils.checkpoint with use_reentrant=True, the old "
         "default, and transformers' gradient_checkpointing before use_reentrant=False) runs a "
-        "second backward over the checkpointed blocks, and a module used twice in one forward "
-        'does the same: the reducer raises "Expected to mark a variable ready only once".',
+        "second backward over the checkpointed blocks, and so does a parameter used outside "
+        "forward or shared between concurrent forward-backward passes: the reducer raises "
+        '"Expected to mark a variable ready only once".',
         "Use non-reentrant checkpointing (torch.utils.checkpoint(..., use_reentrant=False); "
         'transformers: gradient_checkpointing_kwargs={"use_reentrant": False}); or, if the graph '
         "is the same every step, DDP(static_graph=True); and find_unused_parameters=False unless "
@@ -221,7 +222,7 @@ CAUSES: tuple[Cause, ...] = (
         "First read the other ranks' logs: the rank that failed first names the cause, and this "
         "error is its echo. If every rank was alive: check the links on both nodes (ibstat, "
         "ibv_devinfo; dmesg for mlx5 errors; the switch's port counters), give a lossy fabric "
-        "longer timeouts (NCCL_IB_TIMEOUT=22, NCCL_IB_RETRY_CNT=13), name the HCAs to use "
+        "a longer timeout (NCCL_IB_TIMEOUT=22), name the HCAs to use "
         "(NCCL_IB_HCA) and, with GPUDirect RDMA, check that ACS is off on the PCIe switches.",
     ),
 )

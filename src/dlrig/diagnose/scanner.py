@@ -20,6 +20,13 @@ from dlrig.knowledge.signatures import Signature, SignatureSet
 CHUNK_BYTES = 8 * 1024 * 1024
 LOOKAHEAD_BYTES = 64 * 1024  # kept back so multi-line signatures can read the following lines
 MAX_LINE_CHARS = 4096  # each side of an anchor
+# A line shorter than this was not wrapped by a paste or terminal (they wrap at 80 columns or
+# wider): only longer lines are tried joined to the next when a pattern fails.
+WRAP_MIN_CHARS = 60
+# A signature tried across wraps this often in one input without a match stops being tried: a
+# log that repeats an anchored line (an overflow message on every step) would otherwise pay the
+# second match on each of them.
+WRAP_TRIES = 64
 MAX_EVIDENCE = 5
 MAX_GROUP_SETS = 2000
 MAX_PREFIX_CHARS = 160  # launcher prefixes ("host [stderr] [rank3]:") sit in the first chars
@@ -265,6 +272,7 @@ class Scanner:
         # What is found so far; close() hands it over once every input is scanned to its end.
         self.found = ScanResult(markers={m.id: 0 for m in signature_set.markers})
         self._fact_rank: dict[str, int] = {}  # index of the pattern that gave each fact
+        self._wrap_tries: dict[tuple[str, str], int] = {}  # (input, signature id) -> failed joins
         self._streams: dict[str, _Stream] = {}
         self._current = "<input>"
         self._count = _count_newlines  # numpy's, once an input fills a whole chunk
@@ -361,9 +369,15 @@ class Scanner:
         return limit
 
     def _line_end(self, buffer: bytearray, position: int) -> int:
-        ends = [e for e in (buffer.find(b"\n", position), buffer.find(b"\r", position)) if e != -1]
-        end = min(ends) if ends else len(buffer)
-        return min(end, position + MAX_LINE_CHARS)
+        # Bounded: a log without any \r would otherwise be searched to the end of the chunk
+        # for each anchored line.
+        limit = min(len(buffer), position + MAX_LINE_CHARS)
+        ends = [
+            e
+            for e in (buffer.find(b"\n", position, limit), buffer.find(b"\r", position, limit))
+            if e != -1
+        ]
+        return min(ends) if ends else limit
 
     def _examine(
         self, source: str, buffer: bytearray, start: int, position: int, line: int
@@ -395,15 +409,12 @@ class Scanner:
             if signature.window:
                 subject = self._with_following(buffer, end, text, signature.window)
             found = signature.match(subject)
-            if found is None and not signature.window:
-                # A paste or a terminal wraps long messages at a fixed width, cutting a word or
-                # the space between two ("... in KV cache (\n3984)"): try the line joined to the
-                # next, both ways.
-                following = self._with_following(buffer, end, text, 1)
-                for joined in (following.replace("\n", "", 1), following.replace("\n", " ", 1)):
-                    if joined != text and (found := signature.match(joined)) is not None:
-                        subject = joined
-                        break
+            if found is None and not signature.window and len(text) >= WRAP_MIN_CHARS:
+                tried = (source, signature.id)
+                if self._wrap_tries.get(tried, 0) < WRAP_TRIES:
+                    found, subject = self._across_wrap(signature, buffer, end, text)
+                    if found is None:
+                        self._wrap_tries[tried] = self._wrap_tries.get(tried, 0) + 1
             if found is None:
                 continue
             values = {k: v for k, v in found.groupdict().items() if v}
@@ -426,13 +437,32 @@ class Scanner:
                 self._fact_rank[fact_id] = index
                 return
 
+    def _across_wrap(
+        self, signature: Any, buffer: bytearray, end: int, text: str
+    ) -> tuple[re.Match[str] | None, str]:
+        """A paste or a terminal wraps long messages at a fixed width, cutting a word or the
+        space between two ("... in KV cache (\n3984)"): the line joined to the next, both ways.
+        Only a match that crosses the join counts (one wholly in the next line is that line's)."""
+        following = self._with_following(buffer, end, text, 1)
+        if following == text:
+            return None, text
+        rest = following[len(text) + 1 :]
+        for separator in ("", " "):
+            joined = text + separator + rest
+            found = signature.match(joined)
+            if found is not None and found.start() < len(text) < found.end() - len(separator):
+                return found, joined
+        return None, text
+
     def _with_following(self, buffer: bytearray, end: int, text: str, lines: int) -> str:
         parts = [text]
         cursor = end
         for _ in range(lines):
             if cursor >= len(buffer):
                 break
-            if buffer[cursor] in (0x0A, 0x0D):  # \n, \r
+            if buffer[cursor : cursor + 2] == b"\r\n":  # Windows line ends
+                cursor += 2
+            elif buffer[cursor] in (0x0A, 0x0D):  # \n, \r
                 cursor += 1
             next_end = self._line_end(buffer, cursor)
             following, _ = clean_line(buffer[cursor:next_end].decode("utf-8", errors="replace"))

@@ -126,6 +126,18 @@ def _conda_variant(companion: PackageInfo) -> str | None:
     return "cpu" if match.group(1) == "cpu" else f"cuda {match.group(2)}.{match.group(3)}"
 
 
+_SOURCE_LOCAL = re.compile(r"(?:git)?[0-9a-f]{7,40}")
+
+
+def _source_build(version: str) -> bool:
+    """Built from a checkout: an alpha pre-release ("2.8.0a0", as setup.py writes it) or a local
+    part that is a commit ("+gitd0c8b1f", "+d801a34"); not a nightly (".dev2024...")."""
+    public, _, local = version.partition("+")
+    if ".dev" in public:
+        return False
+    return bool(re.search(r"\da\d+$", public)) or bool(_SOURCE_LOCAL.fullmatch(local))
+
+
 def _companion_problem(m: Machine, companion: PackageInfo, torch_version: str) -> str | None:
     """Why a torchvision/torchaudio does not fit this torch, or None."""
     if not is_published_release(torch_version) and is_published_release(companion.version):
@@ -140,12 +152,11 @@ def _companion_problem(m: Machine, companion: PackageInfo, torch_version: str) -
     else:
         expected_torch = torch_knowledge.torch_for_torchaudio(companion.version)
     torch_minor = minor_of(torch_version)
-    # Two builds of no published release (source, nightly, a vendor's: "2.11.0+gitd0c8b1f" with
-    # "0.24.1+d801a34") pair by the torch present when the companion was compiled, which its
-    # version number does not say: the release pairing is no evidence there.
-    unpaired = not is_published_release(torch_version) and not is_published_release(
-        companion.version
-    )
+    # Two source builds ("2.11.0+gitd0c8b1f" with "0.24.1+d801a34", "2.8.0a0+gitfc14c65" with
+    # "0.24.0a0+c85f008") pair by the torch present when the companion was compiled, which its
+    # version number does not say: the release pairing is no evidence there. Nightlies (.dev)
+    # and vendors' release wheels ("+rocm6.4.1.git...") keep the pairing.
+    unpaired = _source_build(torch_version) and _source_build(companion.version)
     if expected_torch is not None and expected_torch != torch_minor and not unpaired:
         # torchaudio 2.11 is built on the stable ABI and supports every later torch.
         later = (Version.parse(torch_minor) or Version((0,))) >= Version((2, 11))

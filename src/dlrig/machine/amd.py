@@ -78,19 +78,6 @@ def probe(
     gpus = topology = None
     driver = None
     through = "rocm-smi" if tool else None
-    answers: list[dict[str, object]] = []
-    try:
-        # the library reads this machine's GPUs: not a machine under another root (a replay)
-        if ctx.root == Path("/"):
-            answers = amdsmi_library.read(amdsmi_library.load())
-    except amdsmi_library.AmdSmiUnavailable as exc:
-        if "not installed" not in str(exc):  # a binding without its library is worth a word
-            issues.append(ProbeIssue("rocm", str(exc)))
-    else:
-        if answers:
-            gpus = tuple(amdsmi_library.gpu_from_calls(i, a) for i, a in enumerate(answers))
-            driver = next(filter(None, map(amdsmi_library.driver_version, answers)), None)
-            through, tool = "amdsmi", None  # the library answered: rocm-smi is not needed
     if tool:
         result = ctx.runner.run([tool, *ROCM_SMI_ARGS], ctx.timeout_s)
         if result.ok and rocm_smi.looks_like(result.stdout):
@@ -104,6 +91,20 @@ def probe(
         else:
             reason = result.error or (result.stderr or result.stdout).strip()[:200]
             issues.append(ProbeIssue("rocm", f"rocm-smi failed: {reason or 'no JSON'}"))
+    # rocm-smi (recorded-tested, with the topology, clocks and product names) first; AMD's
+    # library where rocm-smi is missing or read no GPU. Only on this machine: a replay under
+    # another root has no library to ask.
+    if not gpus and ctx.root == Path("/"):
+        try:
+            answers = amdsmi_library.read(amdsmi_library.load())
+        except amdsmi_library.AmdSmiUnavailable as exc:
+            if "not installed" not in str(exc):  # a binding without its library: say so
+                issues.append(ProbeIssue("rocm", str(exc)))
+        else:
+            if answers:
+                gpus = tuple(amdsmi_library.gpu_from_calls(i, a) for i, a in enumerate(answers))
+                driver = next(filter(None, map(amdsmi_library.driver_version, answers)), None)
+                through = "amdsmi"
     renders = sorted(ctx.path("/dev/dri").glob("renderD*")) if ctx.path("/dev/dri").is_dir() else []
     render_ok = all(os.access(node, os.R_OK | os.W_OK) for node in renders) if renders else None
     rocm = Rocm(

@@ -3,8 +3,9 @@ the `amd-smi` tool itself is written on; ROCm 6.x and newer).
 
 The binding is a thin ctypes layer: `import amdsmi` fails with a KeyError and prints two lines
 to stdout when libamd_smi.so is not installed, and `amdsmi_init()` raises when the amdgpu driver
-is not loaded. Both are data here ("not usable: why"), never a crash, and nothing the binding
-prints reaches dlrig's own output. Each call that the GPU does not support ("N/A", or an
+is not loaded. Both are data here ("not usable: why"), never a crash, and what the binding and
+the library print (Python's print at import, C's printf in some calls) is kept out of dlrig's
+output. Each call that the GPU does not support ("N/A", or an
 AmdSmiLibraryException such as AMDSMI_STATUS_NOT_SUPPORTED) reads as None.
 
 Units as the library returns them (recorded by ROCm/amdsmi's integration test on a Navi 21,
@@ -15,9 +16,12 @@ power limit in µW (272000000), memory from amdsmi_get_gpu_memory_* in bytes, te
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
+import os
 import re
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from dlrig.machine.model import EccCounts, Gpu, PcieLink
@@ -46,6 +50,34 @@ def load() -> Any:
             "install ROCm's amd-smi-lib"
         ) from exc
     return amdsmi
+
+
+# What a binding or library call may raise besides AmdSmiException on odd answers (undecodable
+# names, an older binding without a function): read as "no answer", never as a crash.
+_ODD_ANSWERS = (ValueError, TypeError, KeyError, AttributeError, OSError)
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """libamd_smi prints some answers with C's printf (the device UUID, the PCIe link): file
+    descriptor 1 goes to /dev/null while it runs, so `--json` stays one document."""
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:
+        yield
+        return
+    sink = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(sink, 1)
+        yield
+    finally:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).fflush(None)  # what C buffered goes to /dev/null, not later
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(sink)
 
 
 def _number(raw: Any) -> float | None:
@@ -128,28 +160,39 @@ def gpu_from_calls(index: int, calls: Mapping[str, Any]) -> Gpu:
 
 
 def driver_version(calls: Mapping[str, Any]) -> str | None:
-    """amdgpu's release from amdsmi_get_gpu_driver_info ("6.9.2"); an in-kernel driver gives
-    the kernel's version, which names no amdgpu release."""
+    """amdgpu's release from amdsmi_get_gpu_driver_info, where it can be told from the kernel's
+    version: the in-kernel driver reports the kernel's ("6.9.2") with the upstream driver's
+    fixed date 2015/01/01, which names no amdgpu release, so that answer is not taken."""
     info = calls.get("amdsmi_get_gpu_driver_info")
-    version = _text(info.get("driver_version")) if isinstance(info, Mapping) else None
-    return version if version and re.fullmatch(r"\d+\.\d+(\.\d+)?", version) else None
+    if not isinstance(info, Mapping):
+        return None
+    version, date = _text(info.get("driver_version")), _text(info.get("driver_date"))
+    if not version or not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
+        return None
+    return None if date is None or date.startswith("2015/01/01") else version
 
 
 def start(module: Any) -> list[Any]:
     """amdsmi_init for the AMD GPUs, then their handles; AmdSmiUnavailable when the library
     cannot start (no amdgpu driver loaded, no permission)."""
+    failure = (failure_of(module), *_ODD_ANSWERS)
     try:
         module.amdsmi_init(module.AmdSmiInitFlags.INIT_AMD_GPUS)
+    except failure as exc:
+        raise AmdSmiUnavailable(f"amdsmi_init failed: {_said(exc)}") from exc
+    try:
         return list(module.amdsmi_get_processor_handles())
-    except failure_of(module) as exc:
-        first = str(exc).strip().splitlines()
-        raise AmdSmiUnavailable(
-            f"amdsmi_init failed: {' '.join(part.strip() for part in first) or type(exc).__name__}"
-        ) from exc
+    except failure as exc:
+        stop(module)  # initialised: shut down before giving up
+        raise AmdSmiUnavailable(f"amdsmi found no GPU handles: {_said(exc)}") from exc
+
+
+def _said(exc: BaseException) -> str:
+    return " ".join(part.strip() for part in str(exc).strip().splitlines()) or type(exc).__name__
 
 
 def stop(module: Any) -> None:
-    with contextlib.suppress(failure_of(module)):
+    with contextlib.suppress(failure_of(module), *_ODD_ANSWERS):
         module.amdsmi_shut_down()
 
 
@@ -161,16 +204,17 @@ def failure_of(module: Any) -> type[Exception]:
 
 def read(module: Any) -> list[dict[str, Any]]:
     """The answers of every AMD GPU, as `gpu_from_calls` reads them."""
-    handles = start(module)
-    try:
-        return [answers(module, handle) for handle in handles]
-    finally:
-        stop(module)
+    with quiet():
+        handles = start(module)
+        try:
+            return [answers(module, handle) for handle in handles]
+        finally:
+            stop(module)
 
 
 def answers(module: Any, handle: Any) -> dict[str, Any]:
     """What the library says of one GPU, keyed as `gpu_from_calls` reads it."""
-    failure = failure_of(module)
+    failure = (failure_of(module), *_ODD_ANSWERS)
 
     def ask(function: Callable[..., Any], *args: Any) -> Any:
         try:

@@ -16,11 +16,12 @@ class AmdSmiSource:
 
     def __init__(self) -> None:
         self._module: Any = amdsmi_library.load()
-        self._handles = amdsmi_library.start(self._module)
-        if not self._handles:
-            amdsmi_library.stop(self._module)
-            raise amdsmi_library.AmdSmiUnavailable("amdsmi found no AMD GPU")
-        first = amdsmi_library.answers(self._module, self._handles[0])
+        with amdsmi_library.quiet():
+            self._handles = amdsmi_library.start(self._module)
+            if not self._handles:
+                amdsmi_library.stop(self._module)
+                raise amdsmi_library.AmdSmiUnavailable("amdsmi found no AMD GPU")
+            first = amdsmi_library.answers(self._module, self._handles[0])
         self.info = SourceInfo(
             kind="amdsmi",
             description="AMD's amdsmi library (libamd_smi)",
@@ -30,9 +31,9 @@ class AmdSmiSource:
         )
 
     def read_gpu(self, index: int) -> Gpu:
-        return amdsmi_library.gpu_from_calls(
-            index, amdsmi_library.answers(self._module, self._handles[index])
-        )
+        with amdsmi_library.quiet():
+            answers = amdsmi_library.answers(self._module, self._handles[index])
+        return amdsmi_library.gpu_from_calls(index, answers)
 
     def drain_xid(self) -> list[XidEvent]:
         return []  # AMD's RAS events are not read here
@@ -42,4 +43,5 @@ class AmdSmiSource:
 
     def close(self, calls_in_flight: bool = False) -> None:
         if not calls_in_flight:
-            amdsmi_library.stop(self._module)
+            with amdsmi_library.quiet():
+                amdsmi_library.stop(self._module)
