@@ -1,9 +1,9 @@
 """AMD GPUs on the live machine: AMD's library (amdsmi) or `rocm-smi --json`, the ROCm release
 and device access.
 
-Where the `amdsmi` binding and its libamd_smi.so are installed (ROCm 6.x and newer) the GPUs are
-read through them; otherwise through rocm-smi, the one tool every ROCm release ships, whose JSON
-is read by the same reader as a recorded file. Device access is what ROCm
+GPUs are read through rocm-smi, the tool every ROCm release ships, whose JSON is read by the same
+reader as a recorded file; where it is missing or reads no GPU, through AMD's library (the
+`amdsmi` binding and its libamd_smi.so, ROCm 6.x and newer). Device access is what ROCm
 needs and users most often lack: /dev/kfd (the amdgpu driver's compute interface) and the
 /dev/dri/renderD* nodes, opened read-write, which the `render` and `video` groups grant.
 """
