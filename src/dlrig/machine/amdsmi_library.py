@@ -73,7 +73,7 @@ def quiet() -> Iterator[None]:
         os.dup2(sink, 1)
         yield
     finally:
-        with contextlib.suppress(OSError, AttributeError):
+        with contextlib.suppress(OSError, AttributeError, TypeError):
             ctypes.CDLL(None).fflush(None)  # what C buffered goes to /dev/null, not later
         os.dup2(saved, 1)
         os.close(saved)
