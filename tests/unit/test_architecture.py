@@ -133,6 +133,7 @@ PROCESS_AND_C = {
     "machine/runner.py": "every probe's command, with a timeout (the only runner of tools)",
     "machine/nvml.py": "the one NVML gate",
     "machine/nvml_source.py": "comparing NVML's device handles (ctypes pointers)",
+    "machine/amdsmi_library.py": "the one amdsmi gate: flushes C stdio so libamd_smi's printf stays off stdout",
     "wrap.py": "the user's command under diagnose, profile and train",
     "doctor/fleet_sources.py": "ssh and Slurm's sinfo for `doctor --fleet`",
     "accept/worker.py": "the memory load copies with memmove (ctypes), not Python loops",
