@@ -200,7 +200,7 @@ def main() -> None:
     document = json.loads(done.stdout)
     root = document["causes"][0]["cause"] if document["causes"] else "none"
 
-    from dlrig.diagnose.scanner import select_engine
+    from dlrig.diagnose.anchors import select_engine
 
     engine = select_engine(["x"]).name
     mb = size / 1e6

@@ -12,7 +12,7 @@ import pytest
 
 from dlrig import causes, diagnose
 from dlrig.diagnose import Session
-from dlrig.diagnose.scanner import clean_line, rank_in_text
+from dlrig.diagnose.lines import clean_line, rank_in_text
 from dlrig.knowledge import signatures
 from tests.conftest import CORPUS
 

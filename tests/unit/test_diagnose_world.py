@@ -141,9 +141,10 @@ def test_crashes_outside_the_vocabulary_are_rarely_answered_with_confidence():
     assert len(confident) <= OUTSIDE_CONFIDENT_AT_MOST
 
 
-def _blind_set(folder: Path) -> tuple[int, int, int, int]:
+def _blind_set(folder: Path, name: str | None = None) -> tuple[int, int, int, int]:
     """(named right, in the vocabulary, answered with confidence, outside it) over a fresh set's
-    manifest: a crash outside the vocabulary counts when its root is confident and specific."""
+    manifest: a crash outside the vocabulary counts when its root is confident and specific.
+    With `name`, the figures are printed (`pytest -s` shows every set)."""
     rows = list(csv.DictReader((folder / "manifest.csv").open(encoding="utf-8")))
     inside = [r for r in rows if r["cause"] != "outside"]
     # "a|b": the message and its thread make either cause right
@@ -159,7 +160,12 @@ def _blind_set(folder: Path) -> tuple[int, int, int, int]:
                 and root.confidence >= CONFIDENT
                 and not causes.get(root.cause).generic
             )
-    return right, len(inside), confident, len(rows) - len(inside)
+    outside = len(rows) - len(inside)
+    if name:
+        print(
+            f"\n{name} fresh set: top-1 {right}/{len(inside)}, confident outside {confident}/{outside}"
+        )
+    return right, len(inside), confident, outside
 
 
 FRESH = LOGS / "fresh"
@@ -218,8 +224,7 @@ def test_the_second_fresh_blind_set():
     not defined" in a source checkout, JAX's removal notices, bash running a Python file), and
     three of its outside rows got causes of their own, so what follows is the floor, no longer a
     blind figure."""
-    right, inside, confident, outside = _blind_set(FRESH2)
-    print(f"\nsecond fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH2, "second")
     # three outside rows got causes of their own afterwards (an invalid device ordinal, a
     # process group never initialised, a truncated checkpoint)
     assert (inside, inside + outside) == (16, 26)
@@ -237,8 +242,7 @@ def test_the_third_fresh_blind_set():
     symbol"; a missing module no known package installs is a possible cause, not a confident
     one); the third (a 0-byte model file that surfaced as a mixed-devices error) cannot be seen
     in its log, and a fourth log ends before the crash. What follows is the floor, not blind."""
-    right, inside, confident, outside = _blind_set(FRESH3)
-    print(f"\nthird fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH3, "third")
     assert (inside, inside + outside) == (13, 21)
     assert right >= 11 and confident == 0
 
@@ -251,8 +255,7 @@ def test_the_fourth_fresh_blind_set():
     by a collector who did not see dlrig's answers: 8 threads, 3 in the vocabulary. Measured
     once, blind, at commit e65e48d: 3 of 3 named right, 0 of 5 outside answered with
     confidence. Nothing was changed for it, so it stays a blind figure (a small one)."""
-    right, inside, confident, outside = _blind_set(FRESH4)
-    print(f"\nfourth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH4, "fourth")
     assert (inside, inside + outside) == (3, 8)
     assert right == 3 and confident == 0
 
@@ -272,8 +275,7 @@ def test_the_fifth_fresh_blind_set():
     context" as a possible GPU out-of-memory. "unspecified launch failure" alone became a possible
     cause too (the CUDA error says a kernel raised an exception, not which), so the confident
     answer outside is gone. What follows is the floor, not blind."""
-    right, inside, confident, outside = _blind_set(FRESH5)
-    print(f"\nfifth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH5, "fifth")
     assert (inside, inside + outside) == (9, 30)
     assert right >= 7 and confident == 0
 
@@ -292,8 +294,7 @@ def test_the_sixth_fresh_blind_set():
     code objects", Paddle's old cuDNN header check, Python's bare MemoryError while saving, a
     keyword a library's function does not take as a possible version break, host-side asserts
     kept apart from device asserts). What follows is the floor, not blind."""
-    right, inside, confident, outside = _blind_set(FRESH6)
-    print(f"\nsixth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH6, "sixth")
     assert (inside, inside + outside) == (17, 40)
     assert right >= 16 and confident <= 1
 
@@ -316,8 +317,7 @@ def test_the_eighth_fresh_blind_set():
     and TensorFlow's bare "DNN library is not found" that was a cuDNN version (named as cuDNN
     that cannot be loaded, whose explanation says "or the wrong version"). The floor, not
     blind."""
-    right, inside, confident, outside = _blind_set(FRESH8)
-    print(f"\neighth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH8, "eighth")
     assert (inside, outside) == (20, 4)
     assert right >= 18
     assert confident <= 0
@@ -336,8 +336,7 @@ def test_the_ninth_fresh_blind_set():
     "No CUDA GPUs are available" read as a missing driver, where the resolved threads sampled by
     that message were nearly all a CUDA_VISIBLE_DEVICES naming a GPU the machine lacks. The
     floor, not blind."""
-    right, inside, confident, outside = _blind_set(FRESH9)
-    print(f"\nninth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH9, "ninth")
     assert (inside, outside) == (5, 3)
     assert right >= 5
     assert confident <= 0
@@ -357,8 +356,7 @@ def test_the_tenth_fresh_blind_set():
     shared memory (dlrig names the system error and gives both fixes, which the log cannot
     tell apart), and CUTLASS's "FATAL: this function is for sm80, but was built for sm750"
     (xFormers without kernels for the GPU), now read. The floor, not blind."""
-    right, inside, confident, outside = _blind_set(FRESH10)
-    print(f"\ntenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH10, "tenth")
     assert (inside, outside) == (11, 9)
     assert right >= 9
     assert confident <= 1
@@ -382,8 +380,7 @@ def test_the_eleventh_fresh_blind_set():
     Engine's "[cudnn_frontend] Error", unsloth's "CUDA is not linked properly") were then read
     from their emitters. The floor, not blind. Still missed: an xFormers warning with no
     failure after it (a warning alone is not a crash)."""
-    right, inside, confident, outside = _blind_set(FRESH11)
-    print(f"\neleventh fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH11, "eleventh")
     # 7 rows relabelled on 2026-12-07 when their causes were added or widened (see the manifest)
     assert (inside, outside) == (44, 20)
     assert right >= 36
@@ -409,8 +406,7 @@ def test_the_twelfth_fresh_blind_set():
     UCX's "Caught signal 7 (Bus error" under NCCL is read as /dev/shm too small. Still missed:
     two logs whose last error is only in the thread's title, a single NaN loss after overflow
     lines."""
-    right, inside, confident, outside = _blind_set(FRESH12)
-    print(f"\ntwelfth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH12, "twelfth")
     # 5 rows relabelled on 2026-12-07 when their causes were added, widened or moved (see the manifest)
     assert (inside, outside) == (40, 10)
     assert right >= 31
@@ -429,10 +425,7 @@ def test_the_thirteenth_fresh_blind_set():
     instead, read as an installed release without the name). Then: such generic script names
     are a lead below 50% whose fix tells the two apart, and an app's "File is not in GGUF
     format" is a model file that is not what it claims to be. The floor, not blind."""
-    right, inside, confident, outside = _blind_set(FRESH13)
-    print(
-        f"\nthirteenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}"
-    )
+    right, inside, confident, outside = _blind_set(FRESH13, "thirteenth")
     assert (inside, outside) == (10, 9)
     assert right >= 10
     assert confident == 0
@@ -452,10 +445,7 @@ def test_the_fourteenth_fresh_blind_set():
     The fabric manager cause, added for the twelfth set, then read one row here's "CUDA driver
     error: system not yet initialized" (torch's symmetric memory under vLLM, fixed by turning
     that off) with confidence: that driver-API wording is now a lead naming both."""
-    right, inside, confident, outside = _blind_set(FRESH14)
-    print(
-        f"\nfourteenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}"
-    )
+    right, inside, confident, outside = _blind_set(FRESH14, "fourteenth")
     # 6 rows relabelled on 2026-12-07 when their causes were added (see the manifest)
     assert (inside, outside) == (25, 7)
     assert right >= 19
@@ -478,8 +468,7 @@ def test_the_fifteenth_fresh_blind_set():
     collector, unconfirmed), a libtorch_cuda_cu.so missing after pip overwrote conda's torch
     (named a torch/torchvision mismatch), dmesg Xids 43/31/94 (named the contained ECC error
     Xid 94 reports), JAX's missing cuSPARSE."""
-    right, inside, confident, outside = _blind_set(FRESH15)
-    print(f"\nfifteenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH15, "fifteenth")
     assert (inside, outside) == (16, 4)
     assert right >= 11
     assert confident <= 2
@@ -543,8 +532,7 @@ def test_the_seventh_fresh_blind_set():
     two numbers. Left as misses: LLaVA's "cannot import name" hiding a flash-attn built for
     another torch (the log shows no symbol), and CUDNN_STATUS_NOT_INITIALIZED that was memory
     (dlrig names the cuDNN status, whose first fix is a smaller batch). The floor, not blind."""
-    right, inside, confident, outside = _blind_set(FRESH7)
-    print(f"\nseventh fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH7, "seventh")
     # one row relabelled on 2026-12-07 (vLLM's KV cache check is serving_config_invalid)
     assert (inside, outside) == (15, 7)
     assert right >= 12
@@ -582,8 +570,7 @@ def test_the_sixteenth_fresh_blind_set():
     Then: multinomial's NaN is a lead, a wrapped vLLM KV-cache line is read across the wrap,
     and three rows were relabelled when their causes were added (a private Hub repository,
     TensorFlow's SIGILL on a CPU without AVX, trust_remote_code)."""
-    right, inside, confident, outside = _blind_set(FRESH16)
-    print(f"\nsixteenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}")
+    right, inside, confident, outside = _blind_set(FRESH16, "sixteenth")
     assert (inside, outside) == (9, 7)
     assert right == inside
     assert confident <= 1
@@ -601,10 +588,7 @@ def test_the_seventeenth_fresh_blind_set():
     signal 7" (SIGBUS: shared memory), the Kubernetes device plugin's "could not load NVML
     library"; vLLM's KV-cache-versus-max_model_len check moved to serving_config_invalid (four
     collectors called it a start-up configuration check) and its row was relabelled."""
-    right, inside, confident, outside = _blind_set(FRESH17)
-    print(
-        f"\nseventeenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}"
-    )
+    right, inside, confident, outside = _blind_set(FRESH17, "seventeenth")
     assert (inside, outside) == (34, 10)
     assert right >= 28
     assert confident <= 1
@@ -623,10 +607,7 @@ def test_the_eighteenth_fresh_blind_set():
     error on GPU 0", transformers' "Your setup doesn't support bf16/gpu", cuBLAS refusing a
     CUDA_R_16BF GEMM, NGC containers' AVX check. Left: a cuDNN "no engine" the thread traced to
     a cuDNN version mismatch (named the cuDNN status it printed)."""
-    right, inside, confident, outside = _blind_set(FRESH18)
-    print(
-        f"\neighteenth fresh set: top-1 {right}/{inside}, confident outside {confident}/{outside}"
-    )
+    right, inside, confident, outside = _blind_set(FRESH18, "eighteenth")
     assert (inside, outside) == (23, 17)
     assert right >= 22
     assert confident <= 2

@@ -9,12 +9,12 @@ the chunk size: a match's "line" is cut to a few KB around the anchor.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlrig.diagnose.anchors import select_engine
+from dlrig.diagnose.lines import STATES_ERROR, clean_line, rank_in_text
 from dlrig.knowledge.signatures import Signature, SignatureSet
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -29,131 +29,6 @@ WRAP_MIN_CHARS = 60
 WRAP_TRIES = 64
 MAX_EVIDENCE = 5
 MAX_GROUP_SETS = 2000
-MAX_PREFIX_CHARS = 160  # launcher prefixes ("host [stderr] [rank3]:") sit in the first chars
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-# Where a rank's own output starts. torchrun --tee / --log-line-prefix: "[rank3]:",
-# "[default3]:"; OpenMPI --tag-output: "[1,3]<stderr>:"; srun -l: "3: ". Ray and cluster
-# launchers put their own prefix first ("(RayWorkerWrapper pid=1) [rank1]:", "node [stderr]").
-_RANK_PREFIXES = (
-    re.compile(r"\[(?:rank|default)(\d+)\]:\s?"),
-    re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:\s?"),
-)
-_SRUN_PREFIX = re.compile(r"^\s*(\d{1,4}): (?=\S)")
-_RANK_IN_TEXT = re.compile(
-    r"\[(?:PG [^\]]*?)?Rank ?(\d+)\]|\brank(\d+)\]|\blocal_rank: (\d+)|\bRANK (\d+)\b|\bRank (\d+)\b"
-)
-
-
-class _Engine:
-    """Where the anchors occur in a buffer: offsets inside each match, in order."""
-
-    name = "python-re"
-
-    def __init__(self, anchors: list[str]) -> None:
-        body = "|".join(re.escape(a) for a in anchors)
-        self._regex: Any = re.compile(("(?i)(?:" + body + ")").encode())
-
-    def offsets(self, buffer: bytearray, limit: int) -> Iterable[int]:
-        return (m.start() for m in self._regex.finditer(buffer, 0, limit))
-
-
-class _Re2(_Engine):
-    """google-re2 (a dependency): one DFA over the alternation, linear time."""
-
-    name = "re2"
-
-    def __init__(self, anchors: list[str]) -> None:
-        import re2
-
-        body = "|".join(re.escape(a) for a in anchors)
-        self._regex = re2.compile(("(?i)(?:" + body + ")").encode())
-
-    def offsets(self, buffer: bytearray, limit: int) -> Iterable[int]:
-        return (m.start() for m in self._regex.finditer(memoryview(buffer)[:limit]))
-
-
-class _Hyperscan(_Engine):
-    """Intel's Hyperscan (the `fast` extra): SIMD multi-literal matching, several times faster
-    than a DFA over hundreds of literals. It reports where each match ends; the offset before
-    that end lies inside the match, which is all the line lookup needs (anchors hold no newline)."""
-
-    name = "hyperscan"
-
-    def __init__(self, anchors: list[str]) -> None:
-        import hyperscan
-
-        self._hs = hyperscan
-        expressions = [re.escape(a).encode() for a in anchors]
-        self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._db.compile(
-            expressions=expressions,
-            ids=list(range(len(expressions))),
-            elements=len(expressions),
-            flags=[hyperscan.HS_FLAG_CASELESS] * len(expressions),
-        )
-
-    def offsets(self, buffer: bytearray, limit: int) -> Iterable[int]:
-        found: list[int] = []
-
-        def on_match(_id: int, _start: int, end: int, _flags: int, _context: object) -> None:
-            found.append(end - 1)
-
-        # Any: the stubs say str or bytes; the library reads any buffer (a slice, not a copy).
-        view: Any = memoryview(buffer)[:limit]
-        self._db.scan(view, match_event_handler=on_match)
-        found.sort()  # reported by end offset, several anchors may end alike
-        return found
-
-
-ENGINES = {"hyperscan": _Hyperscan, "re2": _Re2, "python-re": _Engine}
-
-
-def select_engine(anchors: Iterable[str], name: str | None = None) -> _Engine:
-    """The fastest engine installed (DLRIG_DIAGNOSE_ENGINE or `name` picks one)."""
-    ordered = sorted(set(anchors), key=len, reverse=True)
-    wanted = name or os.environ.get("DLRIG_DIAGNOSE_ENGINE")
-    for candidate in [wanted] if wanted else list(ENGINES):
-        if candidate not in ENGINES:
-            raise ValueError(f"unknown diagnose engine {candidate!r}; known: {', '.join(ENGINES)}")
-        try:
-            return ENGINES[candidate](ordered)
-        except ImportError:
-            if wanted:
-                raise
-    return _Engine(ordered)
-
-
-# A line that states an error, rather than mentioning one: a Python exception ("RuntimeError: ...",
-# "torch.OutOfMemoryError: ..."), a C++ abort, a fatal signal, a logger's ERROR/FATAL record.
-_STATES_ERROR = re.compile(
-    r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure)\b:?"
-    r"|terminate called after throwing|[Ss]egmentation fault|Aborted \(core dumped\)"
-    r"|interrupted by signal \d+|killed by signal"
-    r"|Fatal Python error|\bERROR\b|^\s*[EF]\d{4} |\bFATAL\b"
-)
-
-
-def clean_line(raw: str) -> tuple[str, int | None]:
-    """(text without ANSI codes and launcher/rank prefix, rank if the prefix named one)."""
-    text = _ANSI.sub("", raw)
-    head = text[:MAX_PREFIX_CHARS]
-    for prefix in _RANK_PREFIXES:
-        found = prefix.search(head)
-        if found:
-            return text[found.end() :].rstrip("\n"), int(found.group(1))
-    found = _SRUN_PREFIX.match(head)
-    if found:
-        return text[found.end() :].rstrip("\n"), int(found.group(1))
-    return text.rstrip("\n"), None
-
-
-def rank_in_text(text: str) -> int | None:
-    """The rank a message names itself ("[Rank 3]", "[PG 0 Rank 3]", "local_rank: 3")."""
-    found = _RANK_IN_TEXT.search(text)
-    if not found:
-        return None
-    return int(next(g for g in found.groups() if g))
 
 
 @dataclass
@@ -392,7 +267,7 @@ class Scanner:
         for marker_id, anchors in self._marker_lowered:
             if any(anchor in lowered for anchor in anchors):
                 found_so_far.markers[marker_id] += 1
-                if source not in found_so_far.first_errors and _STATES_ERROR.search(text):
+                if source not in found_so_far.first_errors and STATES_ERROR.search(text):
                     found_so_far.first_errors[source] = (line, text.strip()[:400], rank)
         for finish, anchors in self._finishes:
             if any(anchor in lowered for anchor in anchors) and any(

@@ -1,0 +1,53 @@
+"""One log line made plain for the signatures: ANSI codes and launcher/rank prefixes removed,
+the rank a prefix or the message names, and whether the line states an error."""
+
+from __future__ import annotations
+
+import re
+
+MAX_PREFIX_CHARS = 160  # launcher prefixes ("host [stderr] [rank3]:") sit in the first chars
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+# Where a rank's own output starts. torchrun --tee / --log-line-prefix: "[rank3]:",
+# "[default3]:"; OpenMPI --tag-output: "[1,3]<stderr>:"; srun -l: "3: ". Ray and cluster
+# launchers put their own prefix first ("(RayWorkerWrapper pid=1) [rank1]:", "node [stderr]").
+_RANK_PREFIXES = (
+    re.compile(r"\[(?:rank|default)(\d+)\]:\s?"),
+    re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:\s?"),
+)
+_SRUN_PREFIX = re.compile(r"^\s*(\d{1,4}): (?=\S)")
+_RANK_IN_TEXT = re.compile(
+    r"\[(?:PG [^\]]*?)?Rank ?(\d+)\]|\brank(\d+)\]|\blocal_rank: (\d+)|\bRANK (\d+)\b|\bRank (\d+)\b"
+)
+
+
+# A line that states an error, rather than mentioning one: a Python exception ("RuntimeError: ...",
+# "torch.OutOfMemoryError: ..."), a C++ abort, a fatal signal, a logger's ERROR/FATAL record.
+STATES_ERROR = re.compile(
+    r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure)\b:?"
+    r"|terminate called after throwing|[Ss]egmentation fault|Aborted \(core dumped\)"
+    r"|interrupted by signal \d+|killed by signal"
+    r"|Fatal Python error|\bERROR\b|^\s*[EF]\d{4} |\bFATAL\b"
+)
+
+
+def clean_line(raw: str) -> tuple[str, int | None]:
+    """(text without ANSI codes and launcher/rank prefix, rank if the prefix named one)."""
+    text = _ANSI.sub("", raw)
+    head = text[:MAX_PREFIX_CHARS]
+    for prefix in _RANK_PREFIXES:
+        found = prefix.search(head)
+        if found:
+            return text[found.end() :].rstrip("\n"), int(found.group(1))
+    found = _SRUN_PREFIX.match(head)
+    if found:
+        return text[found.end() :].rstrip("\n"), int(found.group(1))
+    return text.rstrip("\n"), None
+
+
+def rank_in_text(text: str) -> int | None:
+    """The rank a message names itself ("[Rank 3]", "[PG 0 Rank 3]", "local_rank: 3")."""
+    found = _RANK_IN_TEXT.search(text)
+    if not found:
+        return None
+    return int(next(g for g in found.groups() if g))
