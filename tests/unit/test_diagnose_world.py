@@ -611,3 +611,27 @@ def test_the_eighteenth_fresh_blind_set():
     assert (inside, outside) == (23, 17)
     assert right >= 22
     assert confident <= 2
+
+
+# The sets that were sampled by symptom alone (the others asked for a share outside the
+# vocabulary), whose labels say how much of the world the vocabulary covers.
+SYMPTOM_ONLY = ("fresh", *(f"fresh{n}" for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 16, 17, 18)))
+
+
+def test_the_blind_sets_pooled_with_todays_signatures():
+    """Every blind set with today's signatures and labels (no longer blind: each set's blind
+    figure is in its own test and in docs/commands/diagnose.md), and the share of the
+    symptom-sampled threads whose cause is in the vocabulary."""
+    right = inside = confident = outside = covered = sampled = 0
+    for folder in sorted(LOGS.glob("fresh*")):
+        r, i, c, o = _blind_set(folder)
+        right, inside, confident, outside = right + r, inside + i, confident + c, outside + o
+        if folder.name in SYMPTOM_ONLY:
+            covered, sampled = covered + i, sampled + i + o
+    print(
+        f"\nall blind sets today: top-1 {right}/{inside} = {right / inside:.1%}, confident "
+        f"outside {confident}/{outside} = {confident / outside:.1%}; symptom-sampled threads "
+        f"in the vocabulary {covered}/{sampled} = {covered / sampled:.1%}"
+    )
+    assert right / inside >= 0.90
+    assert confident / outside <= 0.07

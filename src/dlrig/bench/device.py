@@ -10,6 +10,7 @@ from dlrig.errors import InputError
 from dlrig.extras import require
 from dlrig.knowledge import gpus
 from dlrig.knowledge.gpus import GpuSpec
+from dlrig.machine.readers import values
 
 
 def torch_module() -> Any:
@@ -141,18 +142,7 @@ def _pci_address(properties: Any) -> str | None:
 
 
 def same_pci_address(first: str | None, second: str | None) -> bool:
-    """Whether two PCI addresses name one device: NVML writes an 8-digit domain
-    ("00000000:83:00.0"), rocm-smi and sysfs 4 digits ("0000:83:00.0")."""
-    if not first or not second:
-        return False
-
-    def key(address: str) -> tuple[int, ...] | None:
-        parts = address.strip().lower().replace(".", ":").split(":")
-        if len(parts) != 4:
-            return None
-        try:
-            return tuple(int(part, 16) for part in parts)
-        except ValueError:
-            return None
-
-    return key(first) is not None and key(first) == key(second)
+    """Whether two PCI addresses name one device, however their domain is written."""
+    return values.pci_address(first) is not None and values.pci_address(
+        first
+    ) == values.pci_address(second)

@@ -87,10 +87,6 @@ def _number(raw: Any) -> float | None:
     return float(raw) if raw >= 0 else None
 
 
-def _text(raw: Any) -> str | None:
-    return raw.strip() if isinstance(raw, str) and raw.strip() not in ("", "N/A") else None
-
-
 def _generation(mts: Any) -> int | None:
     number = _number(mts)
     return None if number is None else values.PCIE_GEN_BY_GTS.get(number / 1000)
@@ -112,7 +108,7 @@ def gpu_from_calls(index: int, calls: Mapping[str, Any]) -> Gpu:
     metric, static = pcie.get("pcie_metric"), pcie.get("pcie_static")
     link: Mapping[str, Any] = metric if isinstance(metric, Mapping) else {}
     most: Mapping[str, Any] = static if isinstance(static, Mapping) else {}
-    name = _text(asic.get("market_name")) or f"AMD GPU {index}"
+    name = values.json_text(asic.get("market_name")) or f"AMD GPU {index}"
     edge, hotspot = (
         _number(calls.get("temperature_edge")),
         _number(calls.get("temperature_hotspot")),
@@ -128,10 +124,10 @@ def gpu_from_calls(index: int, calls: Mapping[str, Any]) -> Gpu:
         index=index,
         name=name,
         vendor="amd",
-        gfx_target=_text(asic.get("target_graphics_version")),
+        gfx_target=values.json_text(asic.get("target_graphics_version")),
         catalogue_id=catalogue_id_for(name),
-        pci_bus_id=_text(calls.get("amdsmi_get_gpu_device_bdf")),
-        uuid=_text(calls.get("amdsmi_get_gpu_device_uuid")),
+        pci_bus_id=values.json_text(calls.get("amdsmi_get_gpu_device_bdf")),
+        uuid=values.json_text(calls.get("amdsmi_get_gpu_device_uuid")),
         utilization_gpu_percent=_number(activity.get("gfx_activity")),
         utilization_memory_percent=_number(activity.get("umc_activity")),
         # MI300-class GPUs report the current socket power, older ones the average
@@ -166,7 +162,10 @@ def driver_version(calls: Mapping[str, Any]) -> str | None:
     info = calls.get("amdsmi_get_gpu_driver_info")
     if not isinstance(info, Mapping):
         return None
-    version, date = _text(info.get("driver_version")), _text(info.get("driver_date"))
+    version, date = (
+        values.json_text(info.get("driver_version")),
+        values.json_text(info.get("driver_date")),
+    )
     if not version or not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         return None
     return None if date is None or date.startswith("2015/01/01") else version

@@ -45,11 +45,6 @@ def _value(raw: Any) -> tuple[float | None, str]:
     return (float(match.group(1)), match.group(2) or unit) if match else (None, unit)
 
 
-def _text(raw: Any) -> str | None:
-    """A string reading, None for amd-smi's "N/A" and for what is not a string."""
-    return raw.strip() if isinstance(raw, str) and raw.strip() not in ("", "N/A") else None
-
-
 def _section(gpu: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     section = gpu.get(name)
     return section if isinstance(section, Mapping) else {}
@@ -153,8 +148,9 @@ def _gpu(position: int, raw: Mapping[str, Any]) -> Gpu:
         # An APU (Strix Halo) reports its limits as 0 W: no cap it can state, not a 0 W cap.
         power_limit_watts=_first(limit, "socket_power", "max_power", "power_cap") or None,
         # `list` puts bdf and uuid at the top, `static` the bdf in its bus section
-        pci_bus_id=_text(raw.get("bdf")) or _text(_section(raw, "bus").get("bdf")),
-        uuid=_text(raw.get("uuid")),
+        pci_bus_id=values.json_text(raw.get("bdf"))
+        or values.json_text(_section(raw, "bus").get("bdf")),
+        uuid=values.json_text(raw.get("uuid")),
         pcie=_pcie(_section(raw, "bus"), _section(raw, "pcie")),
         pcie_replay_errors=_integer(_section(raw, "pcie"), "replay_count"),
         ecc_mode_enabled=_ecc_enabled(_section(raw, "ras")),

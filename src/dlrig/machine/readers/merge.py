@@ -13,6 +13,7 @@ from typing import Any
 
 from dlrig.errors import InputError
 from dlrig.machine.model import Gpu, KernelLog, Machine, Origin, ProbeIssue
+from dlrig.machine.readers import values
 
 # Which recorded source to believe first when two disagree: the richest per section.
 _RANK = {
@@ -49,11 +50,7 @@ def _merge_values(first: Any, second: Any) -> Any:
 
 def _bus(gpu: Gpu) -> str | None:
     """ "00000000:83:00.0" and "0000:83:00.0" name the same device."""
-    if not gpu.pci_bus_id:
-        return None
-    domain, _, rest = gpu.pci_bus_id.lower().rpartition(":")
-    head, _, _ = domain.rpartition(":")
-    return f"{int(head or '0', 16):x}:{domain.rsplit(':', 1)[-1]}:{rest}"
+    return values.pci_address(gpu.pci_bus_id)
 
 
 def _same(a: Gpu, b: Gpu) -> bool:

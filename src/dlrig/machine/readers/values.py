@@ -39,6 +39,28 @@ def text(raw: str | None) -> str | None:
     return value
 
 
+def json_text(raw: object) -> str | None:
+    """A JSON reading as text: `text` of a string, None for anything else (numbers, null)."""
+    return text(raw) if isinstance(raw, str) else None
+
+
+def pci_address(bus_id: str | None) -> str | None:
+    """One spelling of a PCI address: NVML writes an 8-digit domain ("00000000:83:00.0"),
+    sysfs, rocm-smi and torch 4 ("0000:83:00.0"), lspci none ("83:00.0"); all give "0:83:0.0"."""
+    if not bus_id:
+        return None
+    parts = bus_id.strip().lower().replace(".", ":").split(":")
+    if len(parts) == 3:  # "83:00.0": no domain written, the first
+        parts.insert(0, "0")
+    if len(parts) != 4:
+        return None
+    try:
+        domain, bus, device, function = (int(part, 16) for part in parts)
+    except ValueError:
+        return None
+    return f"{domain:x}:{bus:02x}:{device:x}.{function:x}"
+
+
 def _number_match(raw: str | None) -> re.Match[str] | None:
     """The number and its unit in a value ("67.03 W": "67.03", "W"); None for N/A or text."""
     value = text(raw)
