@@ -219,17 +219,39 @@ def test_transformers_single_gpu_guide_memory(predicted):
 
 
 def test_inference_against_published_measurements():
-    """gpt-fast (A100, TP 1-8), llama.cpp (RTX 4090), MLC (RTX 4090) and LitGPT (A100):
-    decode/prefill tokens/s and memory; TP degree as the rows state."""
+    """gpt-fast (A100, TP 1-8), llama.cpp, MLC, LitGPT, and since 2026-12-07 TensorRT-LLM's,
+    LMDeploy's, MLC llm-perf-bench's, AutoAWQ's, llm-awq's, torchao's and premAI's tables
+    (224 rows, batch 1 to 1,280, int4/int8/fp8/16-bit): decode/prefill tokens/s and memory; TP
+    degree as the rows state. The 203 rows added that day were measured once with the
+    constants of the time (held-out median 42.5%); with a decode step timed as the weights'
+    GEMMs plus the attention over the KV cache (separate kernels) and the constants refitted on
+    the rest, in-sample 12.7% and held-out 13.3%."""
     served = fa.load_inference()
     rows = fa.inference_errors(served)
     sources = {case.row["source"].split(" ")[0].split(":")[0] for _, case, _ in rows}
-    assert len(sources) >= 4, sources
-    assert len(rows) >= 15
+    assert len(sources) >= 10, sources
+    assert len(rows) >= 200
     assert statistics.median(e for e, _, _ in rows) <= 0.15
     memory = [r for r in rows if r[1].metric == "memory"]
     assert memory and all(e <= 0.05 for e, _, _ in memory)
     tp = [r for r in rows if r[1].options.gpus > 1]
-    assert len(tp) >= 6
+    assert len(tp) >= 30
     held = [r for r in rows if fa.held_out(r[1].row)]
     assert held and statistics.median(e for e, _, _ in held) <= 0.15
+    # large batches (TensorRT-LLM's FP8 and FP16 tables, LMDeploy's): the whole run's rate,
+    # prefill included, where the issue found FP8 decode 60-96% high
+    large = [r for r in rows if r[1].options.batch_size >= 64]
+    assert len(large) >= 15 and statistics.median(e for e, _, _ in large) <= 0.15
+
+
+def test_published_lora_and_qlora_runs(predicted):
+    """LoRA/QLoRA throughput rows from Answer.AI's fsdp_qlora benchmarks (2 x RTX 3090/4090),
+    Qwen's README (A100, 7B-72B, seq 256-8192) and NeMo AutoModel (H100), added 2026-12-07 and
+    measured once before any change: 20.6% median on the 32 then predictable (memory 14.2% on
+    25). dlrig is slow on all three sources (median -17% to -28%), a bias not found without a
+    GPU (docs/known-gaps.md); the held-out eight are at 13.3%."""
+    rows = [r for r in predicted if fa.category(r[1]) == "LoRA/QLoRA" and r[1].kind == "throughput"]
+    assert len(rows) >= 29
+    assert statistics.median(e for e, _, _ in rows) <= 0.25
+    held = [e for e, case, _ in rows if fa.held_out(case.row)]
+    assert len(held) >= 8 and statistics.median(held) <= 0.15

@@ -60,6 +60,19 @@ def kv_cache_bytes(
     return 2.0 * layers * kv_heads * head_dim * element * batch * context
 
 
+def _kv_heads(text: Any, heads: int) -> int:
+    """Key/value heads: Llama-style `num_key_value_heads`; Falcon's `num_kv_heads` (40B/180B,
+    new_decoder_architecture) or one shared head (7B, multi_query); GPT-BigCode's multi_query."""
+    found = getattr(text, "num_key_value_heads", None)
+    if found:
+        return int(found)
+    if getattr(text, "new_decoder_architecture", False):
+        return int(getattr(text, "num_kv_heads", None) or heads)
+    if getattr(text, "multi_query", False):
+        return 1
+    return heads
+
+
 def _geometry(config: Any) -> dict[str, int]:
     text = getattr(config, "text_config", None) or config
     heads = int(text.num_attention_heads)
@@ -67,7 +80,7 @@ def _geometry(config: Any) -> dict[str, int]:
     return {
         "layers": int(text.num_hidden_layers),
         "heads": heads,
-        "kv_heads": int(getattr(text, "num_key_value_heads", None) or heads),
+        "kv_heads": _kv_heads(text, heads),
         "head_dim": int(getattr(text, "head_dim", None) or hidden // heads),
         "hidden": hidden,
         "inter": int(getattr(text, "intermediate_size", None) or 4 * hidden),
@@ -136,7 +149,20 @@ def plan_serving(
         or spec.fp32_tflops
         or 1.0
     )
-    compute = peak * 1e12 * min(1.0, cal["prefill_compute_efficiency"])
+    # weight-only formats dequantise inside the GEMM: at prefill and large-batch decode sizes
+    # (compute-bound) the W4A16/W8A16 kernels reach less of the peak than the 16-bit GEMM does
+    compute = (
+        peak
+        * 1e12
+        * min(
+            1.0,
+            cal[
+                "prefill_quantized_compute_efficiency"
+                if quantised
+                else "prefill_compute_efficiency"
+            ],
+        )
+    )
     attention_flops = (
         2.0 * 2 * g["layers"] * g["heads"] * g["head_dim"]
     )  # QKᵀ and PV per token pair
@@ -148,8 +174,14 @@ def plan_serving(
     kv_read = kv_cache_bytes(
         g["layers"], g["kv_heads"], g["head_dim"], batch, int(mean_context), kv_element
     )
-    decode_bytes = weight_total / shards + kv_read / min(shards, g["kv_heads"] * stages)
-    decode_flops = (2.0 * params * batch + attention_flops * batch * mean_context) / shards
+    # the weights' GEMMs and the attention over the KV cache are separate kernels, each bound
+    # by its own roofline; their times add (a max over the step's totals would let the GEMMs'
+    # compute hide the cache reads, which at large batches dominate)
+    gemm_s = max(weight_total / shards / bandwidth, 2.0 * params * batch / shards / compute)
+    attention_s = max(
+        kv_read / min(shards, g["kv_heads"] * stages) / bandwidth,
+        attention_flops * batch * mean_context / shards / compute,
+    )
     comm = 0.0
     if tp > 1:
         # two all-reduces of the step's hidden states per layer; at decode sizes (kilobytes)
@@ -166,7 +198,7 @@ def plan_serving(
         host = g["layers"] / stages * cal["decode_eager_layer_us"] * 1e-6
     else:
         host = cal["decode_step_overhead_us"] * 1e-6
-    step = max(decode_bytes / bandwidth, decode_flops / compute) + comm + host
+    step = gemm_s + attention_s + comm + host
     step *= stages  # a token passes every stage in turn
     prefill_s += host * stages
     # What the KV cache could hold in the memory left over, as vLLM reports it at start-up
@@ -201,6 +233,12 @@ def plan_serving(
         "decode_tokens_per_s_per_sequence": 1.0 / step,
         "time_per_output_token_s": step,
         "time_to_first_token_s": prefill_s,
+        # what a static benchmark of this batch reports as its throughput (TensorRT-LLM's and
+        # LMDeploy's tables, vLLM's benchmark_throughput): output tokens over the whole run,
+        # prefill included; at large batches the prefill is a large share of the run
+        "end_to_end_output_tokens_per_s": batch
+        * max(1, context - prompt)
+        / (prefill_s + max(1, context - prompt) * step),
     }
 
 

@@ -223,6 +223,15 @@ def _render_inference(result: FitResult, console: Any) -> None:
             f"{served['decode_tokens_per_s']:,.0f} tokens/s ({served['decode_tokens_per_s_per_sequence']:,.1f} per sequence)",
         )
         table.add_row("time to first token", human_seconds(served["time_to_first_token_s"]))
+        if "end_to_end_output_tokens_per_s" in served:
+            # what a static benchmark of this batch prints (prefill included)
+            output = max(1, served["context"] - served["prompt_tokens"])
+            table.add_row(
+                "whole batch",
+                f"{served['end_to_end_output_tokens_per_s']:,.0f} output tokens/s over "
+                f"{served['batch_size']:,} × ({served['prompt_tokens']:,} prompt + {output:,} "
+                "generated) tokens, prefill included",
+            )
     console.print(table)
     console.print()
     console.print(Text("assumptions:", style="bold"))
