@@ -96,6 +96,38 @@ FAMILIES = [
         "host_alloc_refused.allocation",
         "WinError 1455",
     ),
+    # 2026-12-07: the signatures the nineteenth and twentieth blind sets asked for, each on the
+    # blind set's own log (read once blind, then the signature written from the emitter)
+    (
+        "package_api_mismatch/monai-tutorials-1665-launcher-local-rank.log",
+        "package_api_mismatch",
+        "package_api_mismatch.launcher_local_rank",
+        "--local-rank=0",
+    ),
+    (
+        "fresh19/002-litgpt-invalid-choice-finetune-lora.log",
+        "package_api_mismatch",
+        "package_api_mismatch.cli_unknown_argument",
+        "finetune_lora",
+    ),
+    (
+        "fresh20/004-ollama-runner-0xc0000139-cudart-load.log",
+        "driver_too_old",
+        "driver_too_old.driver_symbol_missing",
+        "cuCtxCreate_v3",
+    ),
+    (
+        "fresh20/002-jax-cudnn-handle-ones.log",
+        "missing_cuda_lib",
+        "missing_cuda_lib.xla_cudnn_handle",
+        "INTERNAL_ERROR",
+    ),
+    (
+        "fresh17/032-master-mmocr-not-in-registry.log",
+        "package_api_mismatch",
+        "package_api_mismatch.openmmlab_registry",
+        "registry",
+    ),
 ]
 
 
