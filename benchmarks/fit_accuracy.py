@@ -449,6 +449,7 @@ INFERENCE_GRID: dict[str, list[float]] = {
     "prefill_compute_efficiency": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0],
     "prefill_quantized_compute_efficiency": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
     "decode_step_overhead_us": [0.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 2400.0, 3200.0],
+    "decode_graph_layer_us": [0.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 80.0, 100.0],
     "decode_eager_layer_us": [25.0, 50.0, 100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 800.0, 1200.0],
     "decode_quantized_bandwidth_efficiency": [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0],
     "tp_allreduce_us": [5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 80.0, 110.0, 150.0],

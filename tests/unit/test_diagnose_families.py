@@ -126,7 +126,7 @@ FAMILIES = [
         "fresh17/032-master-mmocr-not-in-registry.log",
         "package_api_mismatch",
         "package_api_mismatch.openmmlab_registry",
-        "registry",
+        "MASTER",
     ),
 ]
 

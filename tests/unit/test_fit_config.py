@@ -207,3 +207,37 @@ def test_a_context_past_the_models_positions_is_refused():
     # vLLM refuses a max_model_len above max_position_embeddings; so does --inference
     with pytest.raises(InputError, match="takes at most 1024 positions"):
         run(model="gpt2", inference=True, gpu="t4", context=4096)
+
+
+def test_inference_gives_the_whole_batchs_rate_with_its_prefill():
+    """What a static serving benchmark prints (TensorRT-LLM's and LMDeploy's tables): the
+    batch's output tokens over the whole run, prefill included, below the decode-only rate."""
+    served = run(
+        model="llama3-8b",
+        inference=True,
+        batch_size=64,
+        context=4096,
+        seq_len=2048,
+        gpu="h100-sxm5-80gb",
+    ).inference
+    output = served["context"] - served["prompt_tokens"]
+    expected = (
+        64 * output / (served["time_to_first_token_s"] + output * served["time_per_output_token_s"])
+    )
+    assert served["end_to_end_output_tokens_per_s"] == pytest.approx(expected)
+    assert served["end_to_end_output_tokens_per_s"] < served["decode_tokens_per_s"]
+
+
+def test_falcon_key_value_heads():
+    """Falcon's configs name their key/value heads their own way: 40B/180B (the new decoder
+    architecture) num_kv_heads, 7B one shared head (multi_query), RefinedWeb's n_head_kv."""
+    from transformers import FalconConfig
+
+    from dlrig.fit.inference import _kv_heads
+
+    seven = FalconConfig(hidden_size=4544, num_attention_heads=71, multi_query=True)
+    big = FalconConfig(
+        hidden_size=14848, num_attention_heads=232, new_decoder_architecture=True, num_kv_heads=8
+    )
+    assert _kv_heads(seven, 71) == 1
+    assert _kv_heads(big, 232) == 8

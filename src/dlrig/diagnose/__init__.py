@@ -266,7 +266,7 @@ class Session:
         # Only a run that shows it failed (a traceback, an abort, an error exit) and nothing
         # proving it finished: an ERROR line in a run that went on is not "a failure".
         failed = not result.finishes and any(
-            result.markers.get(m) for m in ("traceback", "abort", "nonzero_exit")
+            result.markers.get(m) for m in ("traceback", "traceback_frame", "abort", "nonzero_exit")
         )
         for source in result.sources if failed else ():  # inputs in order; the first with one
             if source in result.first_errors:

@@ -275,7 +275,10 @@ def rank(result: ScanResult, signature_set: SignatureSet) -> list[Ranked]:
             survived.append(Ranked(candidate, "survived", 0.0, f"the run went on past it: {proof}"))
             del candidates[cause]
     any_fatal = any(c.level == "fatal" for c in candidates.values())
-    failure_seen = any_fatal or any(result.markers.values())
+    # a bare frame line shows a cut traceback for quoting its error, not a failure by itself
+    failure_seen = any_fatal or any(
+        count for marker, count in result.markers.items() if marker != "traceback_frame"
+    )
     # A warning-level finding alone (a few overflows, a library warning) is not a crash. Past a
     # failure, a strong warning counts; a weak one (a possible cause) only when nothing fatal
     # was found: then it is the one lead there is, and its confidence stays low.

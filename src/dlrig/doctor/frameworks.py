@@ -140,9 +140,8 @@ def _source_build(version: str) -> bool:
 
 def _companion_problem(m: Machine, companion: PackageInfo, torch_version: str) -> str | None:
     """Why a torchvision/torchaudio does not fit this torch, or None."""
-    if companion.name == "torchvision" and (Version.parse(companion.version) or Version((0,))) < (
-        Version((0, 3))
-    ):
+    parsed = Version.parse(companion.version)
+    if companion.name == "torchvision" and parsed is not None and parsed < Version((0, 3)):
         # torchvision before 0.3 (2019) was pure Python: no compiled operator ties it to a torch
         # build ("torchvision now contains custom C++ / CUDA operators", 0.3.0's release notes)
         return None

@@ -68,6 +68,8 @@ def _kv_heads(text: Any, heads: int) -> int:
         return int(found)
     if getattr(text, "new_decoder_architecture", False):
         return int(getattr(text, "num_kv_heads", None) or heads)
+    if getattr(text, "n_head_kv", None):  # RefinedWeb's remote-code configs (Falcon 40B)
+        return int(text.n_head_kv)
     if getattr(text, "multi_query", False):
         return 1
     return heads
@@ -197,7 +199,12 @@ def plan_serving(
     if engine == "eager":
         host = g["layers"] / stages * cal["decode_eager_layer_us"] * 1e-6
     else:
-        host = cal["decode_step_overhead_us"] * 1e-6
+        # a CUDA graph launches the step at once, but each layer's dozen kernels still take a
+        # few microseconds each however little they read: a floor per layer, plus a fixed cost
+        # per step (sampling, scheduling)
+        host = (
+            g["layers"] / stages * cal["decode_graph_layer_us"] + cal["decode_step_overhead_us"]
+        ) * 1e-6
     step = gemm_s + attention_s + comm + host
     step *= stages  # a token passes every stage in turn
     prefill_s += host * stages

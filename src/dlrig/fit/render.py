@@ -223,7 +223,10 @@ def _render_inference(result: FitResult, console: Any) -> None:
             f"{served['decode_tokens_per_s']:,.0f} tokens/s ({served['decode_tokens_per_s_per_sequence']:,.1f} per sequence)",
         )
         table.add_row("time to first token", human_seconds(served["time_to_first_token_s"]))
-        if "end_to_end_output_tokens_per_s" in served:
+        if (
+            "end_to_end_output_tokens_per_s" in served
+            and served["context"] > served["prompt_tokens"]
+        ):
             # what a static benchmark of this batch prints (prefill included)
             output = max(1, served["context"] - served["prompt_tokens"])
             table.add_row(

@@ -257,7 +257,12 @@ def _build(fields: dict[str, str], torch_version: str) -> tuple[str | None, bool
         return "cuda", None
     if hip or (tag or "").startswith("rocm"):
         return "rocm", None
-    if _bool(fields, "Is CUDA available") is True and not xpu:
+    if (
+        value == "could not collect"
+        and not (tag or "").startswith("cu")
+        and _bool(fields, "Is CUDA available") is True
+        and not xpu
+    ):
         # torch.cuda answered True with torch.version.cuda None: a HIP build whose collect_env
         # predates its ROCm lines (torch < 1.5 printed none; ROCm/pytorch#356's torch 1.1)
         return "rocm", None
