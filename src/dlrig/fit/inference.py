@@ -354,12 +354,15 @@ def estimate(options: Any, machine: Any) -> FitResult:
             else "tensor-parallel degree is the smallest of 1, 2, 4, 8 dividing the attention heads "
             "that fits, then pipeline stages"
         ),
-        "time: roofline; prefill bound by FLOPs, decode by reading weights + KV cache once per step, "
-        "efficiencies in fit_calibration.toml [fitted] (decode_*, prefill_*); "
+        "time: roofline; prefill bound by FLOPs, a decode step the weights' GEMMs plus the "
+        "attention over the KV cache (each bound by its bytes or its FLOPs, their times added), "
+        "weight-only int8/int4 at their own efficiencies, efficiencies in fit_calibration.toml "
+        "[fitted] (decode_*, prefill_*); "
         + (
             "eager PyTorch generate (HF, LitGPT): every layer's kernels launched from Python each step"
             if engine == "eager"
-            else "a CUDA-graph serving engine (vLLM, TensorRT-LLM, llama.cpp, MLC): one launch per step"
+            else "a CUDA-graph serving engine (vLLM, TensorRT-LLM, llama.cpp, MLC): one launch per "
+            "step, a floor per layer and a fixed cost per step fitted on published serving rows"
         ),
     )
     return FitResult(
