@@ -463,6 +463,8 @@ class InferenceCase:
     options: fit.Options
     metric: str  # decode_tokens_per_s | prefill_tokens_per_s | memory
     measured: float
+    # a rate the source measured over the whole run, prefill included (settings timing=end_to_end)
+    end_to_end: bool = False
 
 
 def load_inference(path: Path = INFERENCE_DATA) -> list[InferenceCase]:
@@ -488,7 +490,8 @@ def load_inference(path: Path = INFERENCE_DATA) -> list[InferenceCase]:
             gpus=int(row.get("num_gpus") or 1),
         )
         measured = _bytes(row) if row["metric"] == "memory" else float(row["value"])
-        out.append(InferenceCase(row, options, row["metric"], measured))
+        end_to_end = s.get("timing") == "end_to_end"
+        out.append(InferenceCase(row, options, row["metric"], measured, end_to_end))
     return out
 
 
@@ -501,12 +504,10 @@ def predict_inference(case: InferenceCase, overrides: dict[str, float] | None = 
     if id(case) not in _SERVING:
         _SERVING[id(case)] = inference.serving(case.options, None)
     served = _SERVING[id(case)].plan(overrides)
-    # a rate the source measured over the whole run (prefill included): settings timing=end_to_end
-    end_to_end = settings_of(case.row).get("timing") == "end_to_end"
     return float(
         {
             "decode_tokens_per_s": served[
-                "end_to_end_output_tokens_per_s" if end_to_end else "decode_tokens_per_s"
+                "end_to_end_output_tokens_per_s" if case.end_to_end else "decode_tokens_per_s"
             ],
             "prefill_tokens_per_s": served["prefill_tokens_per_s"],
             "memory": served["allocated_per_gpu_bytes"],

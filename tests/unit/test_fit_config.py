@@ -233,11 +233,13 @@ def test_falcon_key_value_heads():
     architecture) num_kv_heads, 7B one shared head (multi_query), RefinedWeb's n_head_kv."""
     from transformers import FalconConfig
 
-    from dlrig.fit.inference import _kv_heads
+    from dlrig.fit.hfconfig import kv_heads
 
     seven = FalconConfig(hidden_size=4544, num_attention_heads=71, multi_query=True)
     big = FalconConfig(
         hidden_size=14848, num_attention_heads=232, new_decoder_architecture=True, num_kv_heads=8
     )
-    assert _kv_heads(seven, 71) == 1
-    assert _kv_heads(big, 232) == 8
+    assert kv_heads(seven, 71) == 1
+    assert kv_heads(big, 232) == 8
+    # the same from config.json as --analytic reads it
+    assert kv_heads(big.to_dict(), 232) == 8 and kv_heads(seven.to_dict(), 71) == 1

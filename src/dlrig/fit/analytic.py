@@ -110,7 +110,7 @@ def count_decoder(config: dict[str, Any]) -> dict[str, int]:
             "(hidden_size, num_hidden_layers, num_attention_heads, vocab_size)",
             fix="drop --analytic: the traced estimate builds any transformers model",
         )
-    kv = int(get("num_key_value_heads") or heads)
+    kv = hfconfig.kv_heads(text, heads)
     head_dim = int(get("head_dim") or hidden // heads)
     inter = int(get("intermediate_size") or get("n_inner") or 4 * hidden)
     bias = bool(get("attention_bias") or get("qkv_bias") or config.get("model_type") == "qwen2")

@@ -27,6 +27,25 @@ _HEADS = (
 )
 
 
+def kv_heads(config: Any, heads: int) -> int:
+    """Key/value heads of a transformers config (an object or config.json's dict): Llama-style
+    `num_key_value_heads`; Falcon's `num_kv_heads` (40B/180B, new_decoder_architecture),
+    RefinedWeb's `n_head_kv`, or one shared head (Falcon 7B's and GPT-BigCode's multi_query)."""
+
+    def get(key: str) -> Any:
+        return config.get(key) if isinstance(config, dict) else getattr(config, key, None)
+
+    if get("num_key_value_heads"):
+        return int(get("num_key_value_heads"))
+    if get("new_decoder_architecture"):
+        return int(get("num_kv_heads") or heads)
+    if get("n_head_kv"):
+        return int(get("n_head_kv"))
+    if get("multi_query"):
+        return 1
+    return heads
+
+
 def read_config(path: str | Path) -> tuple[dict[str, Any], Path]:
     """The parsed config.json of a file or a model folder, and the file it came from."""
     p = Path(path).expanduser()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlrig.errors import InputError
-from dlrig.fit import hardware
+from dlrig.fit import hardware, hfconfig
 from dlrig.fit.build import skip_weight_init
 from dlrig.fit.context import Context, calibration, fitted
 from dlrig.fit.result import FitResult
@@ -60,21 +60,6 @@ def kv_cache_bytes(
     return 2.0 * layers * kv_heads * head_dim * element * batch * context
 
 
-def _kv_heads(text: Any, heads: int) -> int:
-    """Key/value heads: Llama-style `num_key_value_heads`; Falcon's `num_kv_heads` (40B/180B,
-    new_decoder_architecture) or one shared head (7B, multi_query); GPT-BigCode's multi_query."""
-    found = getattr(text, "num_key_value_heads", None)
-    if found:
-        return int(found)
-    if getattr(text, "new_decoder_architecture", False):
-        return int(getattr(text, "num_kv_heads", None) or heads)
-    if getattr(text, "n_head_kv", None):  # RefinedWeb's remote-code configs (Falcon 40B)
-        return int(text.n_head_kv)
-    if getattr(text, "multi_query", False):
-        return 1
-    return heads
-
-
 def _geometry(config: Any) -> dict[str, int]:
     text = getattr(config, "text_config", None) or config
     heads = int(text.num_attention_heads)
@@ -82,7 +67,7 @@ def _geometry(config: Any) -> dict[str, int]:
     return {
         "layers": int(text.num_hidden_layers),
         "heads": heads,
-        "kv_heads": _kv_heads(text, heads),
+        "kv_heads": hfconfig.kv_heads(text, heads),
         "head_dim": int(getattr(text, "head_dim", None) or hidden // heads),
         "hidden": hidden,
         "inter": int(getattr(text, "intermediate_size", None) or 4 * hidden),
@@ -214,6 +199,7 @@ def plan_serving(
     kv_per_token = kv_total / max(1, batch * context) / min(shards, max(1, g["kv_heads"] * stages))
     kv_room = room - (per_gpu - kv_share / stages)
     cache_tokens = max(0, int(kv_room / kv_per_token)) if kv_per_token else 0
+    generated = max(1, context - prompt)
     return {
         "kv_cache_tokens": cache_tokens,
         "max_concurrency": round(cache_tokens / context, 2),
@@ -243,9 +229,7 @@ def plan_serving(
         # what a static benchmark of this batch reports as its throughput (TensorRT-LLM's and
         # LMDeploy's tables, vLLM's benchmark_throughput): output tokens over the whole run,
         # prefill included; at large batches the prefill is a large share of the run
-        "end_to_end_output_tokens_per_s": batch
-        * max(1, context - prompt)
-        / (prefill_s + max(1, context - prompt) * step),
+        "end_to_end_output_tokens_per_s": batch * generated / (prefill_s + generated * step),
     }
 
 

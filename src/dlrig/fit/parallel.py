@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dlrig.errors import InputError
+from dlrig.fit import hfconfig
 
 if TYPE_CHECKING:
     from dlrig.fit.options import Options
@@ -145,7 +146,7 @@ def check_model(mesh: Mesh, config: Any, layers: int | None, seq_len: int | None
             fix="use a transformer preset or config.json, or data parallelism (--strategy)",
         )
     heads = int(getattr(config, "num_attention_heads", 0) or 0)
-    kv_heads = int(getattr(config, "num_key_value_heads", 0) or heads)
+    kv_heads = hfconfig.kv_heads(config, heads)
     for count, what in ((heads, "attention heads"), (kv_heads, "key-value heads")):
         # Megatron and torchtitan give each rank whole query and key-value head groups
         if mesh.tp > 1 and count % mesh.tp:
@@ -245,7 +246,7 @@ def traffic(
         return Traffic(0.0, 0.0, 0.0)
     hidden = int(config.hidden_size)
     heads = int(getattr(config, "num_attention_heads", 1) or 1)
-    kv_heads = int(getattr(config, "num_key_value_heads", heads) or heads)
+    kv_heads = hfconfig.kv_heads(config, heads)
     head_dim = int(getattr(config, "head_dim", 0) or hidden // heads)
     stage_layers = layers / mesh.pp
     tokens = batch * seq_len / mesh.cp  # one micro-batch's tokens on one GPU's sequence share
