@@ -128,6 +128,51 @@ FAMILIES = [
         "package_api_mismatch.openmmlab_registry",
         "MASTER",
     ),
+    # a recall audit of a symptom sample (2026-12-07): misses whose cause is in the vocabulary,
+    # each signature written from the code that prints the message; the first three threads
+    # confirm the cause, the others only show it in the log's own words
+    (
+        "cuda_oom/detectron-560-caffe2-enforce-out-of-memory.log",
+        "cuda_oom",
+        "cuda_oom.runtime_error",
+        "out of memory",
+    ),
+    (
+        "package_api_mismatch/piper-118-lightning2-add-argparse-args.log",
+        "package_api_mismatch",
+        "package_api_mismatch.lightning_releases",
+        "add_argparse_args",
+    ),
+    (
+        "model_architecture_unknown/huatuogpt-31-baichuan-tokenizer-class.log",
+        "model_architecture_unknown",
+        "model_architecture_unknown.tokenizer_class",
+        "BaiChuanTokenizer",
+    ),
+    (
+        "glibcxx_missing/hawkeslib-7-undefined-std-ios-base-failure.log",
+        "glibcxx_missing",
+        "glibcxx_missing.std_symbol_undefined",
+        "_ZTINSt8ios_base7failureB5cxx11E",
+    ),
+    (
+        "cudnn_status_error/waifu2x-caffe-217-check-failed-not-initialized.log",
+        "cudnn_status_error",
+        "cudnn_status_error.status",
+        "NOT_INITIALIZED",
+    ),
+    (
+        "cudnn_status_error/mxnet-8443-mshadow-not-initialized.log",
+        "cudnn_status_error",
+        "cudnn_status_error.status",
+        "NOT_INITIALIZED",
+    ),
+    (
+        "python_package_missing/ai-toolkit-92-diffusers-peft-backend.log",
+        "python_package_missing",
+        "python_package_missing.diffusers_peft_backend",
+        "PEFT backend",
+    ),
 ]
 
 

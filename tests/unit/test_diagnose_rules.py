@@ -263,3 +263,71 @@ def test_a_traceback_cut_before_its_header_still_shows_the_failure():
     assert result.root is None
     assert result.first_error is not None
     assert "modified by an inplace operation" in result.first_error.text
+
+
+# Read again from a precision audit of 104 confident answers on a symptom sample (threads of
+# any project, saved with their pasted output): a second reader judged each against its thread.
+
+
+def test_a_system_program_not_found_is_not_a_python_package():
+    """`bash: srun: command not found` means Slurm is not installed (the maintainer: run with
+    plain python and --distributed False), not a pip package missing from the environment
+    (duanyiqun/Auto-ReID-Fast#3)."""
+    result = diagnose.diagnose_paths([LOGS / "outside/auto-reid-fast-3-srun-command-not-found.log"])
+    assert result.root is None or result.root.cause != "python_package_missing"
+    # a console script a pip package installs still reads as one
+    text = "bash: torchrun: command not found\n"
+    assert diagnose.diagnose_text(text).root.cause == "python_package_missing"
+
+
+def test_can_t_load_tokenizer_is_a_lead_not_a_verdict():
+    """transformers prints "Can't load tokenizer for 'X'" when it finds no tokenizer files: a
+    public repository that ships none (facebook/xmod-base; its model card names
+    xlm-roberta-base's, transformers#26612) prints it as well as a wrong or private id."""
+    result = diagnose.diagnose_paths(
+        [LOGS / "outside/transformers-26612-xmod-no-tokenizer-files.log"]
+    )
+    assert result.root.cause == "hub_access_denied"
+    assert result.root.confidence < 0.5
+    assert "no tokenizer files for 'facebook/xmod-base'" in result.root.explanation
+
+
+@pytest.mark.parametrize(
+    ("log", "first_byte"),
+    [
+        ("checkpoint_corrupt/coff-2-weights-only-operand-60-html.log", "an HTML page"),
+        ("checkpoint_corrupt/minicpm-185-weights-only-operand-118-lfs.log", "a Git LFS pointer"),
+    ],
+)
+def test_the_weights_only_unpickler_s_first_byte_says_what_the_file_is(
+    log: str, first_byte: str
+) -> None:
+    """ "Weights only load failed ... WeightsUnpickler error: Unsupported operand 60" is the
+    unpickler stopping at '<' (118: 'v'): the file is not a checkpoint, and weights_only=False
+    would not load it either (gseg-ethz/CoFF#2 passed weights_only=True itself; OpenBMB/MiniCPM#185
+    ran torch 2.4, before the default changed). Neither thread confirms a fix: what is asserted
+    is the reading of the bytes the message names."""
+    result = diagnose.diagnose_paths([LOGS / log])
+    assert result.root.cause == "checkpoint_corrupt"
+    assert first_byte in result.root.explanation
+    assert "weights_only_load_refused" in {f.cause for f in result.causes}
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "missing_cuda_lib/bitsandbytes-487-no-cuda118-binary.log",
+        "missing_cuda_lib/bitsandbytes-1068-no-cuda123-dll-windows.log",
+    ],
+)
+def test_bitsandbytes_without_its_own_library_is_not_a_missing_cuda_toolkit(log: str) -> None:
+    """Both logs say the CUDA runtime was found ("CUDA runtime path found: ...") and then that
+    bitsandbytes has no libbitsandbytes_cudaXYZ of its own: the answer is the package's build,
+    not installing CUDA (bitsandbytes#487, #1068; neither thread confirms a fix)."""
+    text = (LOGS / log).read_text(encoding="utf-8")
+    assert "CUDA runtime path found" in text
+    result = diagnose.diagnose_paths([LOGS / log])
+    assert result.root.cause == "missing_cuda_lib"
+    assert result.root.signatures == ("missing_cuda_lib.bitsandbytes_binary",)
+    assert "bitsandbytes has no compiled library" in result.root.explanation
+    assert not any("CUDA_HOME" in fix for fix in result.root.fixes)

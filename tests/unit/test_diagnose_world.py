@@ -593,11 +593,14 @@ def test_the_seventeenth_fresh_blind_set():
     to 'https://huggingface.co' to load the files", TGI's "process was signaled to shutdown with
     signal 7" (SIGBUS: shared memory), the Kubernetes device plugin's "could not load NVML
     library"; vLLM's KV-cache-versus-max_model_len check moved to serving_config_invalid (four
-    collectors called it a start-up configuration check) and its row was relabelled."""
+    collectors called it a start-up configuration check) and its row was relabelled. Its last
+    confident outside answer (bitsandbytes' bare "CUDA Setup failed despite GPU being
+    available", which an outdated release also prints on a working setup) is a lead since a
+    precision audit of a symptom sample read the same line (2026-12-07)."""
     right, inside, confident, outside = _blind_set(FRESH17, "seventeenth")
     assert (inside, outside) == (34, 10)
-    assert right >= 28
-    assert confident <= 1
+    assert right >= 30
+    assert confident == 0
 
 
 FRESH18 = LOGS / "fresh18"

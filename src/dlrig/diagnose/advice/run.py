@@ -95,6 +95,9 @@ def checkpoint(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     key = groups.get("load_key")
+    operand = groups.get("operand")  # the weights-only unpickler names the byte as a number
+    if not key and operand and operand.isdigit() and 32 <= int(operand) < 127:
+        key = chr(int(operand))
     if key == "v":
         said = " (it starts with 'v': a Git LFS pointer, 'version https://git-lfs...')"
         advice = (
