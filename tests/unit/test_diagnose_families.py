@@ -173,6 +173,25 @@ FAMILIES = [
         "python_package_missing.diffusers_peft_backend",
         "PEFT backend",
     ),
+    # a second symptom sample's recall audit (2026-12-07), confirmed threads
+    (
+        "missing_cuda_lib/darknet-8558-ld-cublaslt-undefined-reference.log",
+        "missing_cuda_lib",
+        "missing_cuda_lib.cannot_open",
+        "libcublasLt.so.11",
+    ),
+    (
+        "state_dict_mismatch/fd-gan-40-torch03-unexpected-key-module.log",
+        "state_dict_mismatch",
+        "state_dict_mismatch.load_state_dict",
+        "'module.'",
+    ),
+    (
+        "jax_cuda_backend_failed/diffusers-1738-jax-no-gpu-found.log",
+        "jax_cuda_backend_failed",
+        "jax_cuda_backend_failed.no_gpu_found",
+        "ran on the CPU",
+    ),
 ]
 
 

@@ -331,3 +331,86 @@ def test_bitsandbytes_without_its_own_library_is_not_a_missing_cuda_toolkit(log:
     assert result.root.signatures == ("missing_cuda_lib.bitsandbytes_binary",)
     assert "bitsandbytes has no compiled library" in result.root.explanation
     assert not any("CUDA_HOME" in fix for fix in result.root.fixes)
+
+
+# A second symptom sample (299 excerpts, 2026-12-07), its confident answers judged against
+# their threads before any change: the readings below are what that audit found wrong or
+# missing. The threads confirm none of these fixes unless said; what is asserted is the
+# reading of the log's own words.
+
+
+def test_a_ray_worker_s_lost_connection_is_a_lead():
+    """Ray prints the OOM killer as the first of three possible reasons for every worker that
+    exits without a goodbye; vllm-project/vllm#19123's worker died of a KeyError."""
+    result = diagnose.diagnose_paths(
+        [LOGS / "outside/vllm-19123-ray-worker-died-keyerror-bundles.log"]
+    )
+    assert result.root.cause == "cpu_oom_killed"
+    assert result.root.confidence < 0.5
+
+
+def test_a_terabyte_request_is_not_an_out_of_memory():
+    """TensorFlow asking a ROCm device for 127.99TiB is a memory query gone wrong."""
+    result = diagnose.diagnose_paths([LOGS / "outside/tf-rocm-failed-to-allocate-127tib.log"])
+    assert result.root is None or result.root.cause != "cuda_oom"
+    # a real request of gigabytes still is one (TensorFlow's CUDA stream executor)
+    real = diagnose.diagnose_paths([LOGS / "cuda_oom/tf-cuda-driver-failed-to-allocate-oom.log"])
+    assert real.root.cause == "cuda_oom"
+
+
+def test_build_tools_not_found_are_not_pip_packages():
+    result = diagnose.diagnose_paths([LOGS / "outside/openbb-56-pkg-config-command-not-found.log"])
+    assert result.root is None or result.root.cause != "python_package_missing"
+
+
+def test_torch_s_cuda_init_warning_alone_is_no_failure():
+    """torch.cuda.is_available()'s UserWarning on a machine without a GPU, in a run that went
+    on on the CPU (HIT-SCIR/ltp#468: the maintainer says CPU inference is fine)."""
+    result = diagnose.diagnose_paths([LOGS / "outside/ltp-468-cuda-init-userwarning-no-gpu.log"])
+    assert result.root is None
+    # after a failure it still counts, and the driver's own absence is said broadly
+    text = (
+        "UserWarning: CUDA initialization: Found no NVIDIA driver on your system. Please check "
+        "that you have an NVIDIA GPU and installed a driver\n"
+        "Traceback (most recent call last):\n"
+        "AssertionError: Torch not compiled with CUDA enabled\n"
+    )
+    causes_seen = {c.cause for c in diagnose.diagnose_text(text).causes}
+    assert "no_nvidia_driver" in causes_seen or "cpu_only_torch" in causes_seen
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        ("state_dict_mismatch/num-batches-tracked-older-torch.log", "num_batches_tracked"),
+        ("state_dict_mismatch/whole-checkpoint-config-dict.log", "training checkpoint's"),
+    ],
+)
+def test_state_dict_mismatches_say_which_kind(log: str, said: str) -> None:
+    """BatchNorm's counter from a newer torch (not a 'module.' prefix, though the keys have
+    one), and a whole training checkpoint given to load_state_dict."""
+    result = diagnose.diagnose_paths([LOGS / log])
+    assert result.root.cause == "state_dict_mismatch"
+    assert said in result.root.explanation
+    assert "Strip the prefix" not in " ".join(result.root.fixes)
+
+
+@pytest.mark.parametrize(
+    ("log", "cause"),
+    [
+        ("cpu_instruction_unsupported/tgi-shard-signal-4.log", "cpu_instruction_unsupported"),
+        ("illegal_memory_access/cuda-python-misaligned-address.log", "illegal_memory_access"),
+        ("missing_cuda_lib/cublas-relocation-error-cublaslt.log", "missing_cuda_lib"),
+    ],
+)
+def test_other_wordings_of_known_causes(log: str, cause: str) -> None:
+    """TGI's launcher reporting SIGILL as "signal 4", cuda-python's cudaErrorMisalignedAddress,
+    the loader's "relocation error ... version libcublasLt.so.11 not defined"."""
+    assert diagnose.diagnose_paths([LOGS / log]).root.cause == cause
+
+
+def test_a_fatal_signal_line_is_quoted_as_the_first_error():
+    result = diagnose.diagnose_text("Resizing\n480\nFloating point exception (core dumped)\n")
+    assert result.root is None
+    assert result.first_error is not None
+    assert result.first_error.text.startswith("Floating point exception")

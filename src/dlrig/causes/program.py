@@ -56,6 +56,20 @@ CAUSES: tuple[Cause, ...] = (
         "constant tensors as buffers so `.to()` moves them.",
     ),
     Cause(
+        "cuda_forked_after_init",
+        "CUDA used in a process forked after the parent started CUDA",
+        "A CUDA context does not survive fork(): once the parent process has touched the GPU "
+        "(a tensor moved to it, torch.cuda.* called at import time or in a Dataset's "
+        "__init__), children created with the default 'fork' start method on Linux (DataLoader "
+        "workers, multiprocessing pools, a serving engine's workers, a task queue's workers) "
+        "cannot use CUDA.",
+        "Start the children with 'spawn': torch.multiprocessing.set_start_method('spawn', "
+        "force=True) under `if __name__ == '__main__':`, DataLoader(..., "
+        "multiprocessing_context='spawn'), vLLM's VLLM_WORKER_MULTIPROC_METHOD=spawn; or keep "
+        "the parent off the GPU until the children exist (move data to the GPU in the training "
+        "loop, not in the Dataset).",
+    ),
+    Cause(
         "gpu_index_out_of_range",
         "The job asked for a GPU that does not exist here",
         "CUDA numbers the GPUs a process sees from 0 (after CUDA_VISIBLE_DEVICES); asking for "

@@ -26,6 +26,7 @@ _RANK_IN_TEXT = re.compile(
 STATES_ERROR = re.compile(
     r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure)\b:?"
     r"|terminate called after throwing|[Ss]egmentation fault|Aborted \(core dumped\)"
+    r"|Floating point exception|Illegal instruction|Bus error \(core dumped\)"
     r"|interrupted by signal \d+|killed by signal"
     r"|Fatal Python error|\bERROR\b|^\s*[EF]\d{4} |\bFATAL\b"
 )

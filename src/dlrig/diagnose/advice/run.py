@@ -121,6 +121,31 @@ def checkpoint(
     return {"load_key_said": said, "checkpoint_advice": advice}
 
 
+# top-level keys of a training checkpoint file (PyTorch Lightning, mmcv/mmengine, timm, the
+# PyTorch tutorials' {'epoch', 'model_state_dict', 'optimizer_state_dict'}, custom trainers)
+_CHECKPOINT_WRAPPER_KEYS = frozenset(
+    {
+        "state_dict",
+        "model",
+        "model_state_dict",
+        "model_state",
+        "net",
+        "network",
+        "params",
+        "optimizer",
+        "optimizer_state_dict",
+        "epoch",
+        "global_step",
+        "config",
+        "config_dict",
+        "args",
+        "meta",
+        "pytorch-lightning_version",
+        "hyper_parameters",
+    }
+)
+
+
 def state_dict(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
@@ -138,6 +163,30 @@ def state_dict(
             f"Build the model with the checkpoint's configuration ({param} differs: another "
             "variant, another number of classes or tokens); to load the rest into a new head on "
             "purpose, drop that key and load with strict=False."
+        )
+    elif unexpected in _CHECKPOINT_WRAPPER_KEYS:
+        # the whole training checkpoint (a dict holding the weights beside the optimizer, the
+        # epoch or the config) given to load_state_dict instead of its weights
+        out["mismatch_said"] = (
+            f": its top-level key {unexpected!r} is a training checkpoint's, not a layer's (the "
+            "whole checkpoint was passed, not the weights inside it)"
+        )
+        out["state_dict_advice"] = (
+            "Pass the weights inside it: ckpt = torch.load(PATH, map_location='cpu'); "
+            "print(ckpt.keys()); model.load_state_dict(ckpt['state_dict']) (or ckpt['model'], "
+            "whichever holds the layer names)."
+        )
+    elif unexpected.endswith("num_batches_tracked") and not missing:
+        # BatchNorm's counter, saved by torch >= 0.4.1: read by an older torch (or a model whose
+        # BatchNorm does not track running statistics), whatever the keys' prefix
+        out["mismatch_said"] = (
+            f": the checkpoint's BatchNorm layers carry num_batches_tracked ({unexpected}) and "
+            "the model's do not (saved by a newer torch than the one loading it)"
+        )
+        out["state_dict_advice"] = (
+            "Load it with the torch release it was saved with (0.4.1 or later), or drop the "
+            "counters: state = {k: v for k, v in state.items() if not "
+            "k.endswith('num_batches_tracked')}."
         )
     elif unexpected.startswith("module.") and not missing.startswith("module."):
         out["mismatch_said"] = (
