@@ -414,3 +414,20 @@ def test_a_fatal_signal_line_is_quoted_as_the_first_error():
     assert result.root is None
     assert result.first_error is not None
     assert result.first_error.text.startswith("Floating point exception")
+
+
+def test_every_os_library_in_the_table_is_read_by_the_signature():
+    """The signature's library names and os_libraries.csv are one list: a row without the
+    pattern would never be read, a name without a row would have no package to install."""
+    from dlrig.knowledge import extensions
+
+    signature = next(
+        s for s in signatures.load().signatures if s.id == "os_library_missing.cannot_open"
+    )
+    for library in extensions.os_libraries():
+        line = f"ImportError: {library}: cannot open shared object file: No such file or directory"
+        found = signature.match(line)
+        assert found is not None and found.group("library") == library, library
+    # and nothing of CUDA's or torch's is taken for the system's
+    for other in ("libcudart.so.12", "libcuda.so.1", "libtorch_cuda.so", "libcudnn.so.8"):
+        assert signature.match(f"{other}: cannot open shared object file") is None

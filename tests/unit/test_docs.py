@@ -96,6 +96,7 @@ def test_cause_vocabulary_is_complete():
         "nccl_network_error",
         # 2026-12-07: a symptom sample's most frequent crash outside the vocabulary
         "cuda_forked_after_init",
+        "os_library_missing",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

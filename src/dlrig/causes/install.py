@@ -209,6 +209,16 @@ CAUSES: tuple[Cause, ...] = (
         "link libtorchvision and keep its registration (e.g. -Wl,--no-as-needed).",
     ),
     Cause(
+        "os_library_missing",
+        "A shared library of the operating system is not installed",
+        "A Python package loads a library the operating system provides, not pip: OpenCV's GUI "
+        "wheel needs libGL.so.1 and GLib, soundfile needs libsndfile, DeepSpeed's async I/O "
+        "needs libaio. Slim container images and minimal servers leave them out.",
+        "Install the system package that provides it (Debian/Ubuntu: `apt-get install -y "
+        "libgl1 libglib2.0-0` for OpenCV), or use a wheel that does not need it "
+        "(opencv-python-headless on a server).",
+    ),
+    Cause(
         "python_package_missing",
         "A Python module is not installed in the Python that ran",
         "The import failed because no installed package provides the module in the interpreter "

@@ -4,7 +4,9 @@
 found"; these tables turn the library's path into the package to reinstall
 (`compiled_extensions.csv`) and a libstdc++ symbol version into the GCC release that ships it
 (`glibcxx_versions.csv`). A missing Python module's name is looked up in `python_modules.csv`:
-the pip distribution that installs it, or the known name it is a typo of.
+the pip distribution that installs it, or the known name it is a typo of. A missing shared
+library of the operating system (OpenCV's libGL.so.1) is looked up in `os_libraries.csv`: the
+system package that installs it.
 """
 
 from __future__ import annotations
@@ -132,3 +134,19 @@ def known_module(name: str) -> tuple[PythonModule | None, PythonModule | None]:
     lowered = {module.lower(): row for module, row in table.items()}
     close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.85)
     return None, lowered[close[0]] if close else None
+
+
+@dataclass(frozen=True)
+class OsLibrary:
+    library: str  # the soname the loader asked for
+    debian: str  # Debian 12 / Ubuntu 22.04 package
+    ubuntu_2404: str  # Ubuntu 24.04's name where the 64-bit time_t transition renamed it
+    rhel: str
+    note: str
+    source: str
+    as_of: str
+
+
+@functools.cache
+def os_libraries() -> dict[str, OsLibrary]:
+    return {row.library: row for row in records("os_libraries", OsLibrary)}

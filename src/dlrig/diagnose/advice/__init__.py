@@ -37,6 +37,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "tf_gpu_libraries_missing": ("install", "tf_libraries"),
     "jax_cuda_backend_failed": ("install", "jax_component"),
     "python_package_missing": ("install", "module_missing"),
+    "os_library_missing": ("install", "os_library"),
     "package_api_mismatch": ("install", "api_mismatch"),
     "local_file_shadows_package": ("install", "shadow_file"),
     "checkpoint_corrupt": ("run", "checkpoint"),

@@ -347,6 +347,23 @@ def module_missing(
     return {"package": package, "module_advice": advice}
 
 
+def os_library(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    library = groups.get("library", "")
+    row = extensions.os_libraries().get(library)
+    if row is None:
+        return {}
+    ubuntu = f" (Ubuntu 24.04: {row.ubuntu_2404})" if row.ubuntu_2404 != row.debian else ""
+    advice = (
+        f"Install the system package that provides {library}: sudo apt-get install -y "
+        f"{row.debian}{ubuntu} on Debian/Ubuntu, sudo dnf install -y {row.rhel} on RHEL-family "
+        f"systems; in a Dockerfile: RUN apt-get update && apt-get install -y "
+        f"--no-install-recommends {row.debian}."
+    )
+    return {"os_package": row.debian, "os_library_advice": advice, "os_library_note": row.note}
+
+
 def api_mismatch(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
