@@ -192,6 +192,19 @@ FAMILIES = [
         "jax_cuda_backend_failed.no_gpu_found",
         "ran on the CPU",
     ),
+    # a third symptom sample's recall audit (2026-12-07), confirmed threads
+    (
+        "container_toolkit_missing/cactus-1343-cuda-image-banner-no-driver.log",
+        "container_toolkit_missing",
+        "container_toolkit_missing.cuda_image_banner",
+        "without access to the host's GPUs",
+    ),
+    (
+        "python_package_missing/sssegmentation-18-no-module-mmcv-ops.log",
+        "python_package_missing",
+        "python_package_missing.mmcv_ops",
+        "mmcv.ops",
+    ),
 ]
 
 

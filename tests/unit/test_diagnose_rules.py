@@ -431,3 +431,60 @@ def test_every_os_library_in_the_table_is_read_by_the_signature():
     # and nothing of CUDA's or torch's is taken for the system's
     for other in ("libcudart.so.12", "libcuda.so.1", "libtorch_cuda.so", "libcudnn.so.8"):
         assert signature.match(f"{other}: cannot open shared object file") is None
+
+
+# A third symptom sample (274 excerpts, 2026-12-07), judged the same way before any change.
+
+
+def test_a_device_side_assert_where_generation_samples_is_a_lead_for_nan_probabilities():
+    """The assert surfaced at transformers' `torch.multinomial(probs, ...)`: NaN/inf
+    probabilities are the usual reason there, not a label (microsoft/KBLaM#63; the reporter's
+    next issue shows the probability check itself)."""
+    result = diagnose.diagnose_paths(
+        [LOGS / "fp16_overflow_nan/generate-multinomial-device-assert.log"]
+    )
+    assert result.root.cause == "fp16_overflow_nan"
+    assert result.root.confidence < 0.5
+    assert "device_side_assert_label_range" in {c.cause for c in result.causes}
+
+
+@pytest.mark.parametrize(
+    ("log", "cause", "confident"),
+    [
+        ("cpu_oom_killed/zsh-killed-yolov3-train.log", "cpu_oom_killed", True),
+        ("cpu_oom_killed/mpiexec-exited-on-signal-9.log", "cpu_oom_killed", True),
+        ("cpu_oom_killed/jupyter-kernel-appears-to-have-died.log", "cpu_oom_killed", False),
+        (
+            "missing_cuda_lib/onnxruntime-failed-to-create-cuda-provider.log",
+            "missing_cuda_lib",
+            False,
+        ),
+        (
+            "gpu_too_old_for_feature/vllm-flashinfer-requires-sm75.log",
+            "gpu_too_old_for_feature",
+            True,
+        ),
+        (
+            "python_package_missing/comfyui-lora-peft-backend-set-adapters.log",
+            "python_package_missing",
+            True,
+        ),
+    ],
+)
+def test_more_wordings_of_known_causes(log: str, cause: str, confident: bool) -> None:
+    """zsh's and Open MPI's SIGKILL reports; Jupyter's dead kernel and onnxruntime's CUDA
+    provider warning (leads: neither says why); FlashInfer's capability floor; diffusers'
+    PEFT backend named for another method."""
+    root = diagnose.diagnose_paths([LOGS / log]).root
+    assert root.cause == cause
+    assert (root.confidence >= 0.5) is confident
+
+
+def test_a_stale_pre_release_architecture_name_is_not_an_engine_gap():
+    """llama.cpp's converter refusing "LLaMAForCausalLM" (a converted checkpoint's pre-release
+    spelling) is a stale config.json, not a missing implementation; LlamaForCausalLM-like
+    names of real architectures still are."""
+    stale = "ERROR:hf-to-gguf:Model LLaMAForCausalLM is not supported\n"
+    assert diagnose.diagnose_text(stale).root is None
+    real = "ERROR:hf-to-gguf:Model Glm4vMoeForConditionalGeneration is not supported\n"
+    assert diagnose.diagnose_text(real).root.cause == "model_architecture_unknown"
