@@ -177,7 +177,7 @@ FAMILIES = [
     (
         "missing_cuda_lib/darknet-8558-ld-cublaslt-undefined-reference.log",
         "missing_cuda_lib",
-        "missing_cuda_lib.cannot_open",
+        "missing_cuda_lib.release_mix",
         "libcublasLt.so.11",
     ),
     (

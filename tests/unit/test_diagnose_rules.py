@@ -353,14 +353,37 @@ def test_a_terabyte_request_is_not_an_out_of_memory():
     """TensorFlow asking a ROCm device for 127.99TiB is a memory query gone wrong."""
     result = diagnose.diagnose_paths([LOGS / "outside/tf-rocm-failed-to-allocate-127tib.log"])
     assert result.root is None or result.root.cause != "cuda_oom"
-    # a real request of gigabytes still is one (TensorFlow's CUDA stream executor)
-    real = diagnose.diagnose_paths([LOGS / "cuda_oom/tf-cuda-driver-failed-to-allocate-oom.log"])
-    assert real.root.cause == "cuda_oom"
+    # TensorFlow's start-up request of gigabytes is read, as a warning: TensorFlow retries
+    # smaller and many runs go on past it, so it counts only where the log shows a failure
+    line = next(
+        text
+        for text in (LOGS / "cuda_oom/tf-cuda-driver-failed-to-allocate-oom.log")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if "CUDA_ERROR_OUT_OF_MEMORY" in text
+    )
+    signature = next(
+        s for s in signatures.load().signatures if s.id == "cuda_oom.tf_stream_executor"
+    )
+    assert signature.level == "warning"
+    assert signature.match(line) is not None
 
 
 def test_build_tools_not_found_are_not_pip_packages():
     result = diagnose.diagnose_paths([LOGS / "outside/openbb-56-pkg-config-command-not-found.log"])
     assert result.root is None or result.root.cause != "python_package_missing"
+    # zsh's word order names the program last; Windows quotes it
+    for text in (
+        "zsh: command not found: srun\n",
+        "'git' is not recognized as an internal or external command,\n",
+        "zsh: command not found: python\n",
+    ):
+        root = diagnose.diagnose_text(text).root
+        assert root is None or root.cause != "python_package_missing", text
+    # a console script pip installs is still one, in zsh's words too
+    assert diagnose.diagnose_text("zsh: command not found: torchrun\n").root.cause == (
+        "python_package_missing"
+    )
 
 
 def test_torch_s_cuda_init_warning_alone_is_no_failure():
@@ -368,15 +391,11 @@ def test_torch_s_cuda_init_warning_alone_is_no_failure():
     on on the CPU (HIT-SCIR/ltp#468: the maintainer says CPU inference is fine)."""
     result = diagnose.diagnose_paths([LOGS / "outside/ltp-468-cuda-init-userwarning-no-gpu.log"])
     assert result.root is None
-    # after a failure it still counts, and the driver's own absence is said broadly
-    text = (
-        "UserWarning: CUDA initialization: Found no NVIDIA driver on your system. Please check "
-        "that you have an NVIDIA GPU and installed a driver\n"
-        "Traceback (most recent call last):\n"
-        "AssertionError: Torch not compiled with CUDA enabled\n"
+    signature = next(
+        s for s in signatures.load().signatures if s.id == "no_nvidia_driver.init_warning"
     )
-    causes_seen = {c.cause for c in diagnose.diagnose_text(text).causes}
-    assert "no_nvidia_driver" in causes_seen or "cpu_only_torch" in causes_seen
+    # past a failure it counts, as a lead (the run may have failed for its own reasons)
+    assert signature.level == "warning" and signature.weight * 0.85 < 0.5
 
 
 @pytest.mark.parametrize(
@@ -480,11 +499,19 @@ def test_more_wordings_of_known_causes(log: str, cause: str, confident: bool) ->
     assert (root.confidence >= 0.5) is confident
 
 
-def test_a_stale_pre_release_architecture_name_is_not_an_engine_gap():
-    """llama.cpp's converter refusing "LLaMAForCausalLM" (a converted checkpoint's pre-release
-    spelling) is a stale config.json, not a missing implementation; LlamaForCausalLM-like
-    names of real architectures still are."""
-    stale = "ERROR:hf-to-gguf:Model LLaMAForCausalLM is not supported\n"
-    assert diagnose.diagnose_text(stale).root is None
+def test_a_stale_pre_release_llama_spelling_names_the_rename():
+    """llama.cpp's converter refusing "LLaMAForCausalLM", AutoTokenizer refusing
+    "LLaMATokenizer": the pre-release spellings of converted checkpoints' configs, which no
+    release has (fresh17/014's thread: the fix was renaming it). A lead with the rename;
+    a real architecture an engine lacks is still that."""
+    for stale in (
+        "ERROR:hf-to-gguf:Model LLaMAForCausalLM is not supported\n",
+        "ValueError: Tokenizer class LLaMATokenizer does not exist or is not currently imported.\n",
+    ):
+        root = diagnose.diagnose_text(stale).root
+        assert root.signatures == ("model_architecture_unknown.stale_llama_spelling",)
+        assert root.confidence < 0.5
+        assert any("LlamaTokenizer" in fix for fix in root.fixes)
     real = "ERROR:hf-to-gguf:Model Glm4vMoeForConditionalGeneration is not supported\n"
     assert diagnose.diagnose_text(real).root.cause == "model_architecture_unknown"
+    assert diagnose.diagnose_text(real).root.confidence >= 0.5

@@ -275,8 +275,9 @@ def rank(result: ScanResult, signature_set: SignatureSet) -> list[Ranked]:
             survived.append(Ranked(candidate, "survived", 0.0, f"the run went on past it: {proof}"))
             del candidates[cause]
     any_fatal = any(c.level == "fatal" for c in candidates.values())
-    # a bare frame line shows a cut traceback for quoting its error, not a failure by itself
-    failure_seen = any_fatal or any(
+    # a bare frame line shows a cut traceback for quoting its error, not a failure by itself;
+    # a lead (a banner, a fallback notice a working run also prints) is no failure either
+    failure_seen = any(c.level == "fatal" and c.weight >= 0.5 for c in candidates.values()) or any(
         count for marker, count in result.markers.items() if marker != "traceback_frame"
     )
     # A warning-level finding alone (a few overflows, a library warning) is not a crash. Past a

@@ -351,15 +351,17 @@ def os_library(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     library = groups.get("library", "")
-    row = extensions.os_libraries().get(library)
+    # the patterns ignore case; the table's names are the loader's ("libGL.so.1")
+    row = {name.lower(): r for name, r in extensions.os_libraries().items()}.get(library.lower())
     if row is None:
         return {}
+    library = row.library
     ubuntu = f" (Ubuntu 24.04: {row.ubuntu_2404})" if row.ubuntu_2404 != row.debian else ""
     advice = (
         f"Install the system package that provides {library}: sudo apt-get install -y "
         f"{row.debian}{ubuntu} on Debian/Ubuntu, sudo dnf install -y {row.rhel} on RHEL-family "
-        f"systems; in a Dockerfile: RUN apt-get update && apt-get install -y "
-        f"--no-install-recommends {row.debian}."
+        f"systems; in a Dockerfile from a Debian 12 image: RUN apt-get update && apt-get "
+        f"install -y --no-install-recommends {row.debian}."
     )
     return {"os_package": row.debian, "os_library_advice": advice, "os_library_note": row.note}
 

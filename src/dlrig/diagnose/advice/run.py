@@ -140,7 +140,6 @@ _CHECKPOINT_WRAPPER_KEYS = frozenset(
         "config_dict",
         "args",
         "meta",
-        "pytorch-lightning_version",
         "hyper_parameters",
     }
 )
