@@ -210,6 +210,7 @@ def map_row(row: dict[str, str]) -> Case | str:
         modules_to_save=s.get("modules_to_save"),
         offload=s.get("offload", "none"),
         optimizer_in_backward=s.get("optimizer_in_backward") == "1",
+        activation_offload=s.get("activation_offload") == "1",
         kbit_prepare=s.get("kbit_prepare", "1") != "0",
         double_quant=s.get("double_quant", "1") != "0",
         activations=s.get("activations", "model"),

@@ -163,6 +163,11 @@ EPILOG = (
     help="Step each parameter as its gradient is ready and free the gradient (torchtune's optimizer_in_bwd).",
 )
 @click.option(
+    "--activation-offload",
+    is_flag=True,
+    help="Offload the activations saved for backward to host memory (torchtune's enable_activation_offloading).",
+)
+@click.option(
     "--no-grad-sync",
     "grad_sync",
     flag_value=False,

@@ -190,6 +190,14 @@ def assumptions(
             f"{human_bytes(memory.host_bytes_per_gpu)} of host RAM per GPU; the host Adam step runs at "
             f"{fitted['host_memory_gbs_per_gpu']:g} GB/s per GPU, transfers over PCIe"
         )
+    if o.activation_offload:
+        out.append(
+            "activation offloading (torchtune's OffloadActivations): the activations saved for "
+            "backward go to pinned host memory on a side stream and come back for backward, "
+            f"{human_bytes(memory.offloaded_activation_bytes)} per micro-batch each way over "
+            "the host link at 80% of its PCIe rate; the GPU keeps the layer in flight and the "
+            "next, and only the transfer that outlasts the compute is added to the step"
+        )
     if o.grad_checkpointing != "none":
         out.append(
             f"gradient checkpointing: {o.grad_checkpointing} (transformers' gradient_checkpointing_enable, non-reentrant"

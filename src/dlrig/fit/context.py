@@ -164,8 +164,9 @@ def memory_at(traced: TracedWorkload, ctx: Context, batch: int) -> MemoryEstimat
     workspaces = int(sizes_table["cublas_workspace_bytes"]) + (
         int(sizes_table["cudnn_workspace_bytes"]) if convolutional(traced) else 0
     )
+    samples = traced.at(batch)
     return combine(
-        traced.at(batch),
+        samples,
         traced.layers or 1,
         parallel.scale_held(held(parallel.split_sizes(traced.sizes, mesh), plan_of(ctx)), mesh),
         ctx.options.grad_accum > 1 or ctx.options.keep_grads,
@@ -173,6 +174,9 @@ def memory_at(traced: TracedWorkload, ctx: Context, batch: int) -> MemoryEstimat
         int(sizes_table["cuda_context_bytes"]),
         int(sizes_table["nccl_buffers_bytes"]) if ctx.options.gpus > 1 else 0,
         fitted()["allocator_reserve_factor"],
+        # offloading keeps the layer in flight and the next on the GPU: the shallowest trace
+        # (two layers) holds exactly that
+        min(d for d, _ in samples) if ctx.options.activation_offload and traced.layers else None,
     )
 
 
@@ -250,6 +254,9 @@ def time_at(
     phases = phases_at(traced, ctx, batch, overrides)
     mesh = parallel.mesh_of(ctx.options)
     setup = time_setup(ctx, overrides)
+    if ctx.options.activation_offload:
+        offloaded = memory_at(traced, ctx, batch).offloaded_activation_bytes
+        setup = dataclasses.replace(setup, activation_offload_bytes=float(offloaded))
     step = step_time(phases, parallel.split_sizes(traced.sizes, mesh), ctx.spec, setup)
     if mesh.trivial:
         return phases, step

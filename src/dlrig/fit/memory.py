@@ -48,6 +48,9 @@ class MemoryEstimate:
     activation_peak_bytes: int  # the highest activation memory of the step (any strategy)
     host_bytes_per_gpu: int
     pageable_bytes: int = 0  # paged optimizer state: in the peak, may page out to the host
+    # activation offloading: the saved activations of the layers not kept on the GPU, which go
+    # to host memory in forward and come back in backward (per micro-batch)
+    offloaded_activation_bytes: int = 0
 
     @property
     def needed_bytes(self) -> int:
@@ -104,27 +107,39 @@ def phase_peaks(trace: Trace, held: Held, grads_kept: bool) -> dict[str, PhaseMo
     return peaks
 
 
-def _extrapolated(moments: Sequence[PhasePeak], depths: Sequence[int], depth: int) -> PhasePeak:
+def _extrapolated(
+    moments: Sequence[PhasePeak], depths: Sequence[int], depth: int, activation_depth: int
+) -> PhasePeak:
     return PhasePeak(
         *(
-            extrapolate([getattr(p, part) for p in moments], depths, depth)
+            extrapolate(
+                [getattr(p, part) for p in moments],
+                depths,
+                activation_depth if part == "activations" else depth,
+            )
             for part in ("activations", "weight_copies", "gradients", "optimizer_temporaries")
         )
     )
 
 
-def phase_peak(per_sample: Sequence[PhaseMoments], depths: Sequence[int], depth: int) -> PhasePeak:
+def phase_peak(
+    per_sample: Sequence[PhaseMoments],
+    depths: Sequence[int],
+    depth: int,
+    activation_depth: int | None = None,
+) -> PhasePeak:
     """A phase's peak at the full depth. Where the highest moment is of one kind at every traced
     depth (activations held, or gradients held), its components extend affinely. Where it is
     of one kind at 2 layers and the other at 3 (a backward pass whose peak moves from its
     start to its end as layers are added), extending the two moments' parts would mix them (a
     2-layer start with a 3-layer end: 95 GiB of gradients for an 8B model over 2 GPUs); then
     each bounding moment is extended on its own and the higher one taken."""
+    kept = depth if activation_depth is None else min(depth, activation_depth)
     if len({m.activation_side for m in per_sample}) == 1:
-        return _extrapolated([m.peak for m in per_sample], depths, depth)
+        return _extrapolated([m.peak for m in per_sample], depths, depth, kept)
     candidates = (
-        _extrapolated([m.most_activations for m in per_sample], depths, depth),
-        _extrapolated([m.most_gradients for m in per_sample], depths, depth),
+        _extrapolated([m.most_activations for m in per_sample], depths, depth, kept),
+        _extrapolated([m.most_gradients for m in per_sample], depths, depth, kept),
     )
     return max(candidates, key=lambda p: p.total)
 
@@ -146,14 +161,19 @@ def combine(
     context: int,
     nccl: int,
     fragmentation: float,
+    activation_depth: int | None = None,
 ) -> MemoryEstimate:
+    """`activation_depth`: with activation offloading, the layers whose saved activations stay
+    on the GPU (the traced depth nearest it: the layer in flight and the next); the others' are
+    in host memory."""
     per_sample = [phase_peaks(trace, held, grads_kept) for _, trace in samples]
     depths = [d for d, _ in samples]
+    kept = depth if activation_depth is None else min(depth, activation_depth)
     best: tuple[float, str, PhasePeak, float, float] | None = None
     for phase in PHASES:
         if not all(phase in peaks for peaks in per_sample):
             continue
-        peak = phase_peak([p[phase] for p in per_sample], depths, depth)
+        peak = phase_peak([p[phase] for p in per_sample], depths, depth, kept)
         # gathered units exist only while forward/backward compute; FSDP's unit gradients
         # only until their reduce-scatter
         gathered = held.gathered if phase != "optimizer" else 0.0
@@ -166,15 +186,12 @@ def combine(
     assert best is not None, "a trace has at least a forward phase"
     _, phase, peak, gathered, buffers = best
     fixed = held.parameters + held.optimizer_state + buffers + gathered
-    activation_peak = extrapolate(
-        [
-            float((t.curves["activation"] + t.curves["backward_temp"]).max())
-            * held.activation_scale
-            for _, t in samples
-        ],
-        depths,
-        depth,
-    )
+    activation_values = [
+        float((t.curves["activation"] + t.curves["backward_temp"]).max()) * held.activation_scale
+        for _, t in samples
+    ]
+    activation_peak = extrapolate(activation_values, depths, kept)
+    offloaded = max(0.0, extrapolate(activation_values, depths, depth) - activation_peak)
     dynamic = peak.total + gathered + buffers
     allocated = fixed + peak.total
     reserve = (fragmentation - 1.0) * dynamic
@@ -200,6 +217,7 @@ def combine(
         breakdown=breakdown,
         peak_phase=phase,
         activation_peak_bytes=int(activation_peak),
-        host_bytes_per_gpu=int(held.host_bytes_per_gpu),
+        host_bytes_per_gpu=int(held.host_bytes_per_gpu + offloaded),
         pageable_bytes=int(held.pageable),
+        offloaded_activation_bytes=int(offloaded),
     )

@@ -120,6 +120,7 @@ class SetupChanges(TypedDict, total=False):
     channels_last: bool
     keep_grads: bool
     optimizer_in_backward: bool
+    activation_offload: bool
     grad_sync: bool
     fp8: bool
     tp: int
@@ -217,6 +218,10 @@ class Options:
     # torchtune's optimizer_in_bwd: each parameter steps as its gradient is ready and the
     # gradient is freed at once (no gradient accumulation)
     optimizer_in_backward: bool = False
+    # torchtune's enable_activation_offloading (OffloadActivations): the tensors saved for
+    # backward go to pinned host memory on a side stream and come back for backward; the GPU
+    # keeps the layer in flight and the one being fetched
+    activation_offload: bool = False
     # FSDP2 accumulation: False keeps unsharded gradients over the micro-batches and
     # reduce-scatters once (set_requires_gradient_sync(False)); True reduces every micro-batch
     grad_sync: bool = True

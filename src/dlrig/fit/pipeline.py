@@ -98,6 +98,7 @@ def estimate(options: Options, machine: Any = None) -> FitResult:
             "channels_last",
             "keep_grads",
             "optimizer_in_backward",
+            "activation_offload",
             "grad_sync",
             "fp8",
             "tp",

@@ -51,6 +51,9 @@ class TimeSetup:
     pipelined: bool = False
     # the fused attention kernel's reach on this architecture relative to Ampere's
     attention_ratio: float = 1.0
+    # activation offloading: saved-activation bytes per micro-batch that go to the host in
+    # forward and come back in backward
+    activation_offload_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -383,6 +386,11 @@ def step_time(phases: PhaseTimes, sizes: Sizes, spec: GpuSpec, setup: TimeSetup)
     exposed = max(tail, communication * _comm_repeats(setup) - hidden) if setup.gpus > 1 else 0.0
     offload = _offload_s(sizes, spec, setup)
     micro = phases.forward_s + phases.backward_s
+    if setup.activation_offload_bytes:
+        # each saved activation crosses the host link twice on a side stream that overlaps
+        # the compute (torchtune's OffloadActivations); only what outlasts the compute shows
+        transfer = 2.0 * setup.activation_offload_bytes / host_link_bytes_per_s(spec)
+        offload += setup.grad_accum * max(0.0, transfer - micro)
     ideal = setup.grad_accum * micro + optimizer + offload
     total = phases.forward_s + phases.backward_s + phases.optimizer_s
     return StepTime(
