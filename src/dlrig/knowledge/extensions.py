@@ -150,3 +150,14 @@ class OsLibrary:
 @functools.cache
 def os_libraries() -> dict[str, OsLibrary]:
     return {row.library: row for row in records("os_libraries", OsLibrary)}
+
+
+@functools.cache
+def _os_libraries_by_lowered_name() -> dict[str, OsLibrary]:
+    return {name.lower(): row for name, row in os_libraries().items()}
+
+
+def os_library(name: str) -> OsLibrary | None:
+    """The row of the library the loader named, whatever its case in the log (the signatures
+    ignore case; the table holds the loader's own spelling, "libGL.so.1")."""
+    return _os_libraries_by_lowered_name().get(name.lower())

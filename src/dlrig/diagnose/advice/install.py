@@ -350,9 +350,7 @@ def module_missing(
 def os_library(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
-    library = groups.get("library", "")
-    # the patterns ignore case; the table's names are the loader's ("libGL.so.1")
-    row = {name.lower(): r for name, r in extensions.os_libraries().items()}.get(library.lower())
+    row = extensions.os_library(groups.get("library", ""))
     if row is None:
         return {}
     library = row.library
