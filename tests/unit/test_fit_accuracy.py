@@ -258,3 +258,38 @@ def test_published_lora_and_qlora_runs(predicted):
     assert statistics.median(e for e, _, _ in rows) <= 0.30
     held = [e for e, case, _ in rows if fa.held_out(case.row)]
     assert len(held) >= 8 and statistics.median(held) <= 0.15
+
+
+def test_every_measured_matmul_ceiling_is_the_one_its_rows_give():
+    """Each GPU's [mamf_ratio] in fit_calibration.toml is what the measured_training.csv rows
+    of that GPU say: the MAMF search's figure (stas00/ml-engineering) where it has one, else
+    the median of the square-matmul rows (zzc0721), over the catalogue's bf16 peak."""
+    import csv
+
+    from dlrig.knowledge import gpus
+
+    rows: dict[str, list[tuple[bool, float]]] = {}
+    with (ROOT / "benchmarks" / "data" / "measured_training.csv").open(newline="") as f:
+        for row in csv.DictReader(f):
+            if row["metric"] != "max_achievable_matmul_tflops" or row["precision"] != "BF16":
+                continue
+            gpu = fa._gpu_id(row["gpu"])
+            if gpu is not None:
+                search = row["source"].startswith("stas00/")
+                rows.setdefault(gpu, []).append((search, float(row["value"])))
+    ratios = context.calibration()["mamf_ratio"]
+    checked = 0
+    for gpu, values in rows.items():
+        if gpu not in ratios:
+            continue
+        searched = [v for s, v in values if s]
+        figure = max(searched) if searched else statistics.median(v for _, v in values)
+        spec = gpus.catalogue().get(gpu)
+        assert spec is not None, gpu
+        peak = spec.bf16_tflops
+        assert peak, gpu
+        assert ratios[gpu] == pytest.approx(figure / peak, abs=0.002), gpu
+        checked += 1
+    assert checked >= 12
+    # GeForce cards boost past the clock their datasheet peak is quoted at
+    assert ratios["rtx-3090"] > 1.0 and ratios["rtx-4090"] > 0.95

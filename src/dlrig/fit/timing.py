@@ -1,7 +1,8 @@
 """Step time from a traced step: a roofline per operator, plus the strategy's communication.
 
 Each operator takes the longer of its compute time (FLOPs over the GPU's dense peak for the
-operator's dtype, scaled by the measured matmul ceiling and a calibrated efficiency, both ≤ 1)
+operator's dtype, scaled by the measured matmul ceiling (above 1 on GeForce cards, which boost
+past the clock their datasheet peak is quoted at) and a calibrated efficiency ≤ 1)
 and its memory time (bytes over the memory bandwidth, scaled by an efficiency ≤ 1), never less
 than a kernel's floor. So no operator beats its peak and MFU ≤ 100% by construction.
 Collectives are ring/tree volumes over the slowest link they cross plus a latency per
@@ -158,12 +159,15 @@ def op_seconds(
     peak = np.asarray(peak_tflops, dtype=np.float64)
     tensor_core = peak > np.asarray(fp32_tflops) * 1.01
     kind = ops.kind
-    ceiling = np.minimum(1.0, mamf_ratio)
+    ceiling = np.asarray(mamf_ratio, dtype=np.float64)
     tf32 = tensor_core & (ops.dtype == DTYPE_CODES["float32"])
     efficiency = np.where(
         tensor_core,
-        np.where(tf32, min(1.0, c["tf32_efficiency"]), min(1.0, c["tensor_core_efficiency"]))
-        * ceiling,
+        np.minimum(
+            1.0,
+            np.where(tf32, min(1.0, c["tf32_efficiency"]), min(1.0, c["tensor_core_efficiency"]))
+            * ceiling,
+        ),
         min(1.0, c["fp32_efficiency"]),
     )
     conv = kind == KIND_CODES["conv"]
@@ -314,7 +318,11 @@ def _collectives(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> tuple[float, 
     frozen = sizes.frozen_bytes
     plan = Plan(setup.strategy, gpus, setup.gpus_per_node, setup.precision, "adamw")
     shard = shard_count(plan)
-    layers_collectives = 3.0 * max(1.0, (n + frozen) / max(1, sizes.block_trainable + 1))
+    # Three collectives per block (gather forward, gather backward, reduce): blocks counted in
+    # bytes, so that a LoRA's frozen base (bytes) and few trainable parameters (a count) do not
+    # make a tiny adapter look like one of thousands of blocks.
+    block_bytes = m * sizes.block_trainable + sizes.block_frozen_bytes
+    layers_collectives = 3.0 * max(1.0, (m * n + frozen) / max(1.0, block_bytes))
     bandwidth = bus_bandwidth_gbs(spec, setup) * 1e9
     if setup.strategy == "ddp":
         volume = 2 * (gpus - 1) / gpus * m * n
