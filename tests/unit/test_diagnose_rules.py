@@ -515,3 +515,49 @@ def test_a_stale_pre_release_llama_spelling_names_the_rename():
     real = "ERROR:hf-to-gguf:Model Glm4vMoeForConditionalGeneration is not supported\n"
     assert diagnose.diagnose_text(real).root.cause == "model_architecture_unknown"
     assert diagnose.diagnose_text(real).root.confidence >= 0.5
+
+
+# A fourth symptom sample (349 excerpts of 37 queries, 2026-12-07), judged before any change.
+
+
+@pytest.mark.parametrize(
+    ("log", "cause", "confident"),
+    [
+        ("cuda_oom/comfyui-ksampler-allocation-on-device.log", "cuda_oom", True),
+        ("cuda_oom/unsloth-notebook-outofmemoryerror-header.log", "cuda_oom", True),
+        ("cpu_oom_killed/colab-session-crashed-all-available-ram.log", "cpu_oom_killed", True),
+        (
+            "fp16_overflow_nan/detectron2-predicted-boxes-inf-nan-diverged.log",
+            "fp16_overflow_nan",
+            True,
+        ),
+        ("fp16_overflow_nan/dle-bert-dllogger-loss-scale-collapse.log", "fp16_overflow_nan", True),
+        (
+            "missing_cuda_lib/faster-whisper-standalone-cublas64-11-dll.log",
+            "missing_cuda_lib",
+            True,
+        ),
+        ("missing_cuda_lib/jax-libdevice-not-found.log", "missing_cuda_lib", True),
+        ("no_nvidia_driver/wsl-docker-nvml-gpu-access-blocked.log", "no_nvidia_driver", True),
+        ("no_nvidia_driver/sd-webui-docker-wsl1-no-adapters.log", "no_nvidia_driver", True),
+    ],
+)
+def test_wordings_from_the_fourth_symptom_sample(log: str, cause: str, confident: bool) -> None:
+    """torch's OutOfMemoryError as ComfyUI reports it and as a notebook's traceback header
+    names it; Colab's RAM notice; detectron2's diverged proposals; a loss scale logged at
+    1e-44; CTranslate2's own cuBLAS loader; XLA without the toolkit's libdevice; WSL passing no
+    GPU to Linux (NVML's and the container toolkit's words for it)."""
+    root = diagnose.diagnose_paths([LOGS / log]).root
+    assert root.cause == cause
+    assert (root.confidence >= 0.5) is confident
+
+
+def test_nccl_timeout_in_a_sentence_is_not_the_message(tmp_path):
+    """A report's prose ("a shard OOMs, causing a NCCL timeout and then the container goes
+    down") names no collective that timed out (huggingface/text-generation-inference#675)."""
+    log = tmp_path / "prose.log"
+    log.write_text(
+        "high TPS will often lead to a shard to OOM, causing a NCCL timeout and then the "
+        "container will go down.\n"
+    )
+    assert "nccl_timeout" not in {c.cause for c in diagnose.diagnose_paths([log]).causes}

@@ -21,7 +21,9 @@ CAUSES: tuple[Cause, ...] = (
         "No NVIDIA driver loaded",
         "An NVIDIA GPU is on the PCI bus but no NVIDIA kernel driver is bound to it (not "
         "installed, blocked by nouveau, not built for the running kernel, or Secure Boot "
-        "refused the unsigned module), so neither nvidia-smi nor CUDA can reach it.",
+        "refused the unsigned module), so neither nvidia-smi nor CUDA can reach it; or the "
+        "process cannot reach the host's driver (a container started without GPU access, "
+        "WSL without GPU support), or there is no NVIDIA GPU at all.",
         "Install the driver for the running kernel (`sudo apt install nvidia-driver-<branch>` "
         "or NVIDIA's runfile), blacklist nouveau, sign the module or disable Secure Boot, then "
         "reboot and confirm with `nvidia-smi`.",
