@@ -561,3 +561,22 @@ def test_nccl_timeout_in_a_sentence_is_not_the_message(tmp_path):
         "container will go down.\n"
     )
     assert "nccl_timeout" not in {c.cause for c in diagnose.diagnose_paths([log]).causes}
+
+
+def test_an_exception_line_pasted_without_its_traceback_is_quoted_as_the_first_error(tmp_path):
+    """The last line of an uncaught exception is a failure of its own: a report that pastes
+    only it gets "no known cause" with that line quoted, not silence
+    (huggingface/trl#3807's "element 0 of tensors does not require grad")."""
+    log = tmp_path / "paste.log"
+    log.write_text(
+        "When running trainer.train() I get the following error during the backward pass:\n\n"
+        "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn\n"
+    )
+    result = diagnose.diagnose_paths([log])
+    assert result.root is None
+    assert result.first_error is not None and result.first_error.line == 3
+    # a run that went on to finish keeps its handled error unquoted
+    log.write_text(
+        "ValueError: bad sample 17, skipped\n`Trainer.fit` stopped: `max_epochs=3` reached.\n"
+    )
+    assert diagnose.diagnose_paths([log]).first_error is None

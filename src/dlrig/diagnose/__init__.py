@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 from dlrig import causes as cause_vocabulary
 from dlrig import report
 from dlrig.diagnose import advice
+from dlrig.diagnose.lines import RAISED
 from dlrig.diagnose.rank import Ranked, rank
 from dlrig.diagnose.scanner import Scanner
 from dlrig.errors import InputError
@@ -263,10 +264,15 @@ class Session:
             note = "the input is empty"
         first = None
         first_rank = None
-        # Only a run that shows it failed (a traceback, an abort, an error exit) and nothing
-        # proving it finished: an ERROR line in a run that went on is not "a failure".
-        failed = not result.finishes and any(
-            result.markers.get(m) for m in ("traceback", "traceback_frame", "abort", "nonzero_exit")
+        # Only a run that shows it failed (a traceback, an abort, an error exit, an uncaught
+        # exception's last line) and nothing proving it finished: an ERROR line in a run that
+        # went on is not "a failure".
+        failed = not result.finishes and (
+            any(
+                result.markers.get(m)
+                for m in ("traceback", "traceback_frame", "abort", "nonzero_exit")
+            )
+            or any(RAISED.match(text) for _, text, _ in result.first_errors.values())
         )
         for source in result.sources if failed else ():  # inputs in order; the first with one
             if source in result.first_errors:

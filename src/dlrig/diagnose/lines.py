@@ -30,6 +30,10 @@ STATES_ERROR = re.compile(
     r"|interrupted by signal \d+|killed by signal"
     r"|Fatal Python error|\bERROR\b|^\s*[EF]\d{4} |\bFATAL\b"
 )
+# The last line of an exception Python raised ("RuntimeError: element 0 of tensors does not
+# require grad"): printed only when it went uncaught (or was logged as an error), so a paste of
+# that line alone, without its traceback, shows a failure too.
+RAISED = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): \S")
 
 
 def clean_line(raw: str) -> tuple[str, int | None]:
