@@ -580,3 +580,51 @@ def test_an_exception_line_pasted_without_its_traceback_is_quoted_as_the_first_e
         "ValueError: bad sample 17, skipped\n`Trainer.fit` stopped: `max_epochs=3` reached.\n"
     )
     assert diagnose.diagnose_paths([log]).first_error is None
+
+
+# A fifth symptom sample (304 excerpts of 37 queries, 2026-12-07), judged before any change.
+
+
+@pytest.mark.parametrize(
+    ("log", "cause"),
+    [
+        (
+            "python_package_missing/awq-quantized-model-requires-autoawq.log",
+            "python_package_missing",
+        ),
+        ("host_alloc_refused/tensorflow-dll-paging-file-german.log", "host_alloc_refused"),
+        ("cpu_oom_killed/qwen-image-pipeline-progress-killed.log", "cpu_oom_killed"),
+        ("cuda_oom/jax-xla-resource-exhausted-device-ordinal.log", "cuda_oom"),
+        ("cudnn_status_error/rnn-cudnn-execution-failed-cuda9-wheel.log", "cudnn_status_error"),
+    ],
+)
+def test_wordings_from_the_fifth_symptom_sample(log: str, cause: str) -> None:
+    """transformers' quantizer naming a missing kernel library; Windows' paging-file refusal in
+    German; the shell's "Killed" glued to a progress bar's rate; XLA's allocator under JAX
+    (JAX's fixes, not a serving engine's); cuDNN's EXECUTION_FAILED read as a build that does
+    not cover the GPU before memory."""
+    root = diagnose.diagnose_paths([LOGS / log]).root
+    assert root.cause == cause and root.confidence >= 0.5
+    text = " ".join(root.fixes)
+    if cause == "cuda_oom":
+        assert "XLA_PYTHON_CLIENT" in text and "llama.cpp" not in text
+    if cause == "cudnn_status_error":
+        assert "smaller batch" not in text and "get_arch_list" in text
+
+
+def test_a_checkpoint_shard_of_a_tensor_parallel_run_is_named_as_one():
+    """One dimension exactly 1/16 of the model's is a 16-way model-parallel shard, which
+    strict=False would only hide (NVIDIA/Megatron-LM#43)."""
+    root = diagnose.diagnose_paths(
+        [LOGS / "state_dict_mismatch/megatron-tensor-parallel-shard-shape.log"]
+    ).root
+    assert root.cause == "state_dict_mismatch"
+    assert "16-way" in root.fixes[0] and "strict=False would only hide" in root.fixes[0]
+
+
+def test_a_rocm_invalid_device_function_also_names_the_integrated_gpu():
+    """HIP on a machine with an APU may pick the integrated GPU: choosing the discrete one was
+    the fix AMD confirmed in a fifth-sample thread (ROCm/legacy-rocm-build#3401)."""
+    root = diagnose.diagnose_paths([LOGS / "no_kernel_image/pytorch-132570-rocm-gfx1010.log"]).root
+    assert root.cause == "no_kernel_image"
+    assert "HIP_VISIBLE_DEVICES" in " ".join(root.fixes)

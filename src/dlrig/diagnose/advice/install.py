@@ -51,6 +51,8 @@ def _rocm_arch_advice(machine: Machine | None) -> str:
         "cards ROCm does not support, users report `export HSA_OVERRIDE_GFX_VERSION=10.3.0` "
         "(RDNA2, gfx103x) or 11.0.0 (RDNA3) working; AMD does not support it"
         + (f" ({'; '.join(overrides)})." if overrides else ".")
+        + " On a machine that also has an integrated AMD GPU (an APU), HIP may have picked it: "
+        "select the discrete GPU with HIP_VISIBLE_DEVICES (rocminfo lists the agents)."
     )
 
 

@@ -3,6 +3,8 @@ DDP parameters, a checkpoint that is not whole or does not fit the model."""
 
 from __future__ import annotations
 
+import re
+
 from dlrig.machine.model import Machine
 
 
@@ -20,9 +22,11 @@ def device_assert(
         advice = "BCE inputs or targets are outside [0, 1]: apply sigmoid first, or use BCEWithLogitsLoss."
     elif "index" in assertion.lower() or "idx" in assertion or "range in self" in assertion:
         advice = (
-            "An index into an embedding or index_select is too large: token ids ≥ the vocabulary size "
-            "(call model.resize_token_embeddings(len(tokenizer)) after adding tokens) or positions ≥ "
-            "max_position_embeddings (truncate inputs to the model's maximum length)."
+            "An index into an embedding or index_select is too large: in a language model token "
+            "ids ≥ the vocabulary size (call model.resize_token_embeddings(len(tokenizer)) after "
+            "adding tokens) or positions ≥ max_position_embeddings (truncate inputs to the "
+            "model's maximum length); in a detector or segmenter class ids ≥ the number of classes "
+            "the config declares (nc, num_classes)."
         )
     else:
         advice = "Check that every label and index is in range for the layer that consumes it."
@@ -158,11 +162,24 @@ def state_dict(
             f": {param} is {groups.get('checkpoint_shape')} in the checkpoint and "
             f"{groups.get('model_shape')} in the model"
         )
-        out["state_dict_advice"] = (
-            f"Build the model with the checkpoint's configuration ({param} differs: another "
-            "variant, another number of classes or tokens); to load the rest into a new head on "
-            "purpose, drop that key and load with strict=False."
+        split = _model_parallel_split(
+            groups.get("checkpoint_shape", ""), groups.get("model_shape", "")
         )
+        if split:
+            # one dimension exactly 1/N of the model's, N a power of two: a shard of a tensor- or
+            # model-parallel checkpoint, not another architecture
+            out["state_dict_advice"] = (
+                f"The checkpoint holds 1/{split} of {param} along one dimension: it was saved "
+                f"as shards of a {split}-way tensor- or model-parallel run. Load it with the same "
+                "model-parallel size, or merge the shards into one checkpoint first (the "
+                "framework's conversion script); strict=False would only hide the mismatch."
+            )
+        else:
+            out["state_dict_advice"] = (
+                f"Build the model with the checkpoint's configuration ({param} differs: another "
+                "variant, another number of classes or tokens); to load the rest into a new head "
+                "on purpose, drop that key and load with strict=False."
+            )
     elif unexpected in _CHECKPOINT_WRAPPER_KEYS:
         # the whole training checkpoint (a dict holding the weights beside the optimizer, the
         # epoch or the config) given to load_state_dict instead of its weights
@@ -260,3 +277,20 @@ def serving_config(
         return {}
     sizes = [n for n in range(1, 9) if int(heads) % n == 0]
     return {"tp_choices": ", ".join(str(n) for n in sizes)}
+
+
+def _model_parallel_split(checkpoint_shape: str, model_shape: str) -> int | None:
+    """N when the checkpoint's shape is the model's with one dimension divided by N (a power of
+    two from 2 to 64), as a tensor-parallel shard is; else None."""
+    saved = [int(n) for n in re.findall(r"\d+", checkpoint_shape)]
+    wanted = [int(n) for n in re.findall(r"\d+", model_shape)]
+    if len(saved) != len(wanted) or not saved:
+        return None
+    differ = [(a, b) for a, b in zip(saved, wanted, strict=True) if a != b]
+    if len(differ) != 1:
+        return None
+    part, whole = differ[0]
+    if part == 0 or whole % part:
+        return None
+    ratio = whole // part
+    return ratio if ratio in (2, 4, 8, 16, 32, 64) else None
