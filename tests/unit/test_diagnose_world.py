@@ -616,10 +616,12 @@ def test_the_eighteenth_fresh_blind_set():
     peer-to-peer, named the index assert it produced). Then: PaddlePaddle 2.x's "Out of memory
     error on GPU 0", transformers' "Your setup doesn't support bf16/gpu", cuBLAS refusing a
     CUDA_R_16BF GEMM, NGC containers' AVX check. Left: a cuDNN "no engine" the thread traced to
-    a cuDNN version mismatch (named the cuDNN status it printed)."""
+    a cuDNN version mismatch (named the cuDNN status it printed). A row labelled outside (a
+    TensorRT engine of another TensorRT release) was relabelled when tensorrt_engine_mismatch
+    joined the vocabulary from a fifth symptom sample: 24 inside, 16 outside since."""
     right, inside, confident, outside = _blind_set(FRESH18, "eighteenth")
-    assert (inside, outside) == (23, 17)
-    assert right >= 22
+    assert (inside, outside) == (24, 16)
+    assert right >= 23
     assert confident <= 2
 
 

@@ -97,6 +97,8 @@ def test_cause_vocabulary_is_complete():
         # 2026-12-07: a symptom sample's most frequent crash outside the vocabulary
         "cuda_forked_after_init",
         "os_library_missing",
+        # 2026-12-07: a fifth symptom sample's most frequent crash outside the vocabulary
+        "tensorrt_engine_mismatch",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

@@ -221,6 +221,19 @@ CAUSES: tuple[Cause, ...] = (
         "(opencv-python-headless on a server).",
     ),
     Cause(
+        "tensorrt_engine_mismatch",
+        "A TensorRT engine was built by another TensorRT or for another GPU",
+        "A serialized TensorRT engine (a .engine or .plan file, TensorRT-LLM's rank engines) is "
+        "compiled for the TensorRT release that built it and, by default, for that GPU model: "
+        "another TensorRT refuses it ('Version tag does not match', 'not compatible with this "
+        "version of TensorRT') and another GPU may too ('generated on an incompatible device').",
+        "Rebuild the engine with the TensorRT (and on the GPU) that runs it: trtexec "
+        "--onnx=model.onnx --saveEngine=model.engine, the framework's export or build command "
+        "(trtllm-build, a YOLO export); or install the TensorRT release the engine was built "
+        "with. Engines meant to move between releases or GPUs are built version- or "
+        "hardware-compatible (TensorRT >= 8.6).",
+    ),
+    Cause(
         "python_package_missing",
         "A Python module is not installed in the Python that ran",
         "The import failed because no installed package provides the module in the interpreter "
