@@ -7,6 +7,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+import dataclasses
+
 from dlrig import fit
 
 
@@ -144,3 +146,54 @@ def test_lora_under_fsdp_across_nodes_pays_for_blocks_not_for_adapter_size():
     full = run(**kwargs)
     lora = run(lora=16, lora_targets="all-linear", **kwargs)
     assert lora.timing["communication_s"] <= full.timing["communication_s"]
+
+
+def test_sharded_collectives_are_three_per_block_for_full_lora_and_blockless_models():
+    """FSDP gathers each block forward and backward and reduces it once: three collectives a
+    block, counted in bytes so that a LoRA's frozen base counts like a full model's weights, and
+    a model without repeated blocks is one unit (three, not one per byte)."""
+    from dlrig.fit import context, timing
+    from dlrig.fit.sharding import Sizes
+    from dlrig.knowledge import gpus
+
+    spec = gpus.catalogue().get("h100-sxm5-80gb")
+    assert spec is not None
+    setup = timing.TimeSetup(
+        precision="amp-bf16",
+        strategy="fsdp",
+        gpus=16,
+        gpus_per_node=8,
+        grad_accum=1,
+        interconnect="nvlink",
+        network_gbps=400.0,
+        calibration=context.fitted(),
+        mamf_ratio=0.8,
+    )
+    blocks, per_block = 32, 200_000_000
+    full = Sizes(
+        param_count=blocks * per_block,
+        trainable_count=blocks * per_block,
+        trainable_bytes=4 * blocks * per_block,
+        frozen_bytes=0,
+        block_trainable=per_block,
+        block_frozen_bytes=0,
+        root_trainable=0,
+        root_frozen_bytes=0,
+        state_bytes=0,
+    )
+    adapters = 1_000_000
+    lora = Sizes(
+        param_count=blocks * (per_block + adapters),
+        trainable_count=blocks * adapters,
+        trainable_bytes=4 * blocks * adapters,
+        frozen_bytes=2 * blocks * per_block,
+        block_trainable=adapters,
+        block_frozen_bytes=2 * per_block,
+        root_trainable=0,
+        root_frozen_bytes=0,
+        state_bytes=0,
+    )
+    blockless = dataclasses.replace(full, block_trainable=0)
+    assert timing._collectives(full, spec, setup)[2] == pytest.approx(3 * blocks)
+    assert timing._collectives(lora, spec, setup)[2] == pytest.approx(3 * blocks, rel=0.05)
+    assert timing._collectives(blockless, spec, setup)[2] == 3.0

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 from dlrig import causes as cause_vocabulary
 from dlrig import report
 from dlrig.diagnose import advice
-from dlrig.diagnose.lines import RAISED
+from dlrig.diagnose.lines import RAISED, RAISED_TAIL_LINES
 from dlrig.diagnose.rank import Ranked, rank
 from dlrig.diagnose.scanner import Scanner
 from dlrig.errors import InputError
@@ -272,7 +272,15 @@ class Session:
                 result.markers.get(m)
                 for m in ("traceback", "traceback_frame", "abort", "nonzero_exit")
             )
-            or any(RAISED.match(text) for _, text, _ in result.first_errors.values())
+            or (
+                # one input whose first error is an uncaught exception's last line, near its
+                # end: a handled error followed by hours of training is no failure
+                len(result.sources) == 1
+                and any(
+                    RAISED.match(text) and line > result.lines - RAISED_TAIL_LINES
+                    for line, text, _ in result.first_errors.values()
+                )
+            )
         )
         for source in result.sources if failed else ():  # inputs in order; the first with one
             if source in result.first_errors:

@@ -34,6 +34,7 @@ STATES_ERROR = re.compile(
 # require grad"): printed only when it went uncaught (or was logged as an error), so a paste of
 # that line alone, without its traceback, shows a failure too.
 RAISED = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): \S")
+RAISED_TAIL_LINES = 40  # how near the end of its input that line must be
 
 
 def clean_line(raw: str) -> tuple[str, int | None]:

@@ -322,7 +322,8 @@ def _collectives(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> tuple[float, 
     # bytes, so that a LoRA's frozen base (bytes) and few trainable parameters (a count) do not
     # make a tiny adapter look like one of thousands of blocks.
     block_bytes = m * sizes.block_trainable + sizes.block_frozen_bytes
-    layers_collectives = 3.0 * max(1.0, (m * n + frozen) / max(1.0, block_bytes))
+    # a model without repeated blocks is one FSDP unit (as sharding.held takes it)
+    layers_collectives = 3.0 * max(1.0, (m * n + frozen) / block_bytes) if block_bytes > 0 else 3.0
     bandwidth = bus_bandwidth_gbs(spec, setup) * 1e9
     if setup.strategy == "ddp":
         volume = 2 * (gpus - 1) / gpus * m * n

@@ -134,8 +134,8 @@ def missing_cuda_lib(
         out["missing_lib_advice"] = (
             f"The program wants cuDNN {major or ''}".rstrip()
             + ": use the cuDNN your framework's wheel brings (pip show nvidia-cudnn-cu12 or -cu11) "
-            "and put its lib folder on LD_LIBRARY_PATH, or install the cuDNN release of that major "
-            "version for your CUDA."
+            f"and put its {'bin folder on PATH' if library.lower().endswith('.dll') else 'lib folder on LD_LIBRARY_PATH'}, "
+            "or install the cuDNN release of that major version for your CUDA."
         )
     elif major:
         out["missing_lib_advice"] = (

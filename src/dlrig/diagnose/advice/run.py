@@ -163,16 +163,17 @@ def state_dict(
             f"{groups.get('model_shape')} in the model"
         )
         split = _model_parallel_split(
-            groups.get("checkpoint_shape", ""), groups.get("model_shape", "")
+            param, groups.get("checkpoint_shape", ""), groups.get("model_shape", "")
         )
         if split:
             # one dimension exactly 1/N of the model's, N a power of two: a shard of a tensor- or
             # model-parallel checkpoint, not another architecture
             out["state_dict_advice"] = (
-                f"The checkpoint holds 1/{split} of {param} along one dimension: it was saved "
-                f"as shards of a {split}-way tensor- or model-parallel run. Load it with the same "
-                "model-parallel size, or merge the shards into one checkpoint first (the "
-                "framework's conversion script); strict=False would only hide the mismatch."
+                f"The checkpoint holds 1/{split} of {param} along one dimension: a shard of a "
+                f"{split}-way tensor- or model-parallel run, unless the model is another variant. "
+                "Load it with the same model-parallel size, or merge the shards into one "
+                "checkpoint first (the framework's conversion script); strict=False would only "
+                "hide the mismatch."
             )
         else:
             out["state_dict_advice"] = (
@@ -279,18 +280,27 @@ def serving_config(
     return {"tp_choices": ", ".join(str(n) for n in sizes)}
 
 
-def _model_parallel_split(checkpoint_shape: str, model_shape: str) -> int | None:
-    """N when the checkpoint's shape is the model's with one dimension divided by N (a power of
-    two from 2 to 64), as a tensor-parallel shard is; else None."""
+# Heads, embeddings and output layers change size with the task (num_labels, an added token):
+# a power-of-two ratio there is another configuration, not a shard.
+_RESIZED_ON_PURPOSE = re.compile(
+    r"classifier|head|\bfc\b|score|\bcls\b|embed|wte|\bwpe\b|lm_head|output_layer|logits"
+)
+
+
+def _model_parallel_split(param: str, checkpoint_shape: str, model_shape: str) -> int | None:
+    """N when a 2-D weight of the checkpoint is the model's with one dimension (of at least 256)
+    divided by N, a power of two from 2 to 64, as a tensor-parallel shard is; else None."""
+    if _RESIZED_ON_PURPOSE.search(param.lower()):
+        return None
     saved = [int(n) for n in re.findall(r"\d+", checkpoint_shape)]
     wanted = [int(n) for n in re.findall(r"\d+", model_shape)]
-    if len(saved) != len(wanted) or not saved:
+    if len(saved) != 2 or len(wanted) != 2:
         return None
     differ = [(a, b) for a, b in zip(saved, wanted, strict=True) if a != b]
     if len(differ) != 1:
         return None
     part, whole = differ[0]
-    if part == 0 or whole % part:
+    if part == 0 or whole < 256 or whole % part:
         return None
     ratio = whole // part
     return ratio if ratio in (2, 4, 8, 16, 32, 64) else None
