@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("peft")
-
-import dataclasses
 
 from dlrig import fit
 

@@ -267,21 +267,16 @@ class Session:
         # Only a run that shows it failed (a traceback, an abort, an error exit, an uncaught
         # exception's last line) and nothing proving it finished: an ERROR line in a run that
         # went on is not "a failure".
-        failed = not result.finishes and (
-            any(
-                result.markers.get(m)
-                for m in ("traceback", "traceback_frame", "abort", "nonzero_exit")
-            )
-            or (
-                # one input whose first error is an uncaught exception's last line, near its
-                # end: a handled error followed by hours of training is no failure
-                len(result.sources) == 1
-                and any(
-                    RAISED.match(text) and line > result.lines - RAISED_TAIL_LINES
-                    for line, text, _ in result.first_errors.values()
-                )
-            )
+        marked = any(
+            result.markers.get(m) for m in ("traceback", "traceback_frame", "abort", "nonzero_exit")
         )
+        # one input whose first error is an uncaught exception's last line, near its end: a
+        # handled error followed by hours of training is no failure
+        raised = len(result.sources) == 1 and any(
+            RAISED.match(text) and line > result.lines - RAISED_TAIL_LINES
+            for line, text, _ in result.first_errors.values()
+        )
+        failed = not result.finishes and (marked or raised)
         for source in result.sources if failed else ():  # inputs in order; the first with one
             if source in result.first_errors:
                 line, text, first_rank = result.first_errors[source]

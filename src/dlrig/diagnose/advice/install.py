@@ -131,11 +131,13 @@ def missing_cuda_lib(
             "with --gpus all)."
         )
     elif name.startswith("cudnn"):
+        windows = library.lower().endswith(".dll")
+        folder = "bin folder on PATH" if windows else "lib folder on LD_LIBRARY_PATH"
         out["missing_lib_advice"] = (
             f"The program wants cuDNN {major or ''}".rstrip()
             + ": use the cuDNN your framework's wheel brings (pip show nvidia-cudnn-cu12 or -cu11) "
-            f"and put its {'bin folder on PATH' if library.lower().endswith('.dll') else 'lib folder on LD_LIBRARY_PATH'}, "
-            "or install the cuDNN release of that major version for your CUDA."
+            f"and put its {folder}, or install the cuDNN release of that major version for your "
+            "CUDA."
         )
     elif major:
         out["missing_lib_advice"] = (
