@@ -42,6 +42,7 @@ from dlrig import fit
 from dlrig.errors import DlrigError
 from dlrig.fit import checkpointing, context, store
 from dlrig.fit.hardware import resolve_model
+from dlrig.fit.options import SetupChanges
 from dlrig.fit.parallel import mesh_of
 from dlrig.knowledge import gpus
 
@@ -216,6 +217,8 @@ def map_row(row: dict[str, str]) -> Case | str:
         activations=s.get("activations", "model"),
         channels_last=s.get("channels_last") == "1",
         keep_grads=s.get("keep_grads") == "1",
+        grad_sync=s.get("grad_sync", "1") != "0",
+        fsdp_mixed_units=s.get("fsdp_mixed_units") == "1",
         attention=s.get("attention", "sdpa"),
         optimizer_impl=s.get("optimizer_impl", "foreach"),
         compile=s.get("compile", "none"),
@@ -256,23 +259,16 @@ def prepared(case: Case) -> tuple[Any, Any]:
         return _PREPARED[id(case)]
     o = case.options
     traced = fit.trace(o)
+    # every setup option of this case: a trace is cached by its workload fields, so its own
+    # options are those of the first case with that workload (torchtune's fused-optimizer and
+    # activation-offloading rows had taken their baseline row's)
     ctx = context.resolve(
         traced,
         None,
         {
             name: getattr(o, name)
-            for name in (
-                "gpu",
-                "gpus",
-                "gpus_per_node",
-                "network_gbps",
-                "strategy",
-                "grad_accum",
-                "interconnect",
-                "channels_last",
-                "keep_grads",
-                "fp8",
-            )
+            for name in SetupChanges.__annotations__
+            if name not in ("precision", "optimizer")
         },
     )
     _PREPARED[id(case)] = (traced, ctx)

@@ -197,3 +197,65 @@ def test_sharded_collectives_are_three_per_block_for_full_lora_and_blockless_mod
     assert timing._collectives(full, spec, setup)[2] == pytest.approx(3 * blocks)
     assert timing._collectives(lora, spec, setup)[2] == pytest.approx(3 * blocks, rel=0.05)
     assert timing._collectives(blockless, spec, setup)[2] == 3.0
+
+
+def test_fsdp1_mixed_units_give_the_frozen_weights_gradients():
+    """FSDP1 with frozen and LoRA weights in one unit (use_orig_params=True, wrapped by block)
+    reduce-scatters and keeps a gradient for the whole unit: sharded after each sync, unsharded
+    while accumulating without sync (both held over the micro-batches here). The root unit (embeddings, head) is all frozen and gets
+    none. Refused where there is no FSDP unit to mix."""
+    from dlrig.errors import InputError
+
+    kwargs = dict(
+        model="gpt2",
+        gpu="a100",
+        seq_len=512,
+        batch_size=2,
+        lora=8,
+        gpus=4,
+        strategy="fsdp",
+        precision="bf16",
+    )
+    fsdp2 = run(grad_accum=4, **kwargs)  # gradients kept between micro-batches: at the peak
+    mixed = run(fsdp_mixed_units=True, grad_accum=4, **kwargs)
+    kept = run(fsdp_mixed_units=True, grad_accum=4, grad_sync=False, **kwargs)
+    hidden, layers = 768, 12
+    block_frozen = 2 * 12 * hidden * hidden * layers  # bf16 attention + MLP weights
+    extra = mixed.memory_breakdown["gradients"] - fsdp2.memory_breakdown["gradients"]
+    assert 0.9 * block_frozen / 4 <= extra <= 1.1 * block_frozen / 4
+    assert kept.memory_breakdown["gradients"] >= 0.95 * block_frozen
+    assert kept.memory_breakdown["gradients"] < 1.1 * block_frozen + 2 * 50257 * hidden
+    assert mixed.timing["communication_s"] > fsdp2.timing["communication_s"]
+    with pytest.raises(InputError, match="--fsdp-mixed-units"):
+        run(model="gpt2", gpu="a100", seq_len=512, batch_size=2, lora=8, fsdp_mixed_units=True)
+
+
+def test_litgpt_13b_lora_on_two_a100s_runs_out_and_is_told_to_unmix_its_units():
+    """LitGPT's resource table (commit 8641822, A100-SXM4-40GB): Llama 2 13B LoRA over 2 x A100
+    is "OOM" with FSDP by Block (mixed units, 64-step no_sync accumulation). dlrig says it does
+    not fit, and that adapters in their own units would."""
+    kwargs = dict(
+        model="llama-2-13b-hf",
+        config="tests/data/hf_configs/llama-2-13b-hf.json",
+        gpu="a100-sxm4-40gb",
+        seq_len=1304,
+        batch_size=1,
+        precision="bf16",
+        lora=8,
+        lora_alpha=16,
+        lora_targets="q_proj,v_proj",
+        lora_dropout=0.05,
+        activations="fused",
+        grad_checkpointing="full",
+        gpus=2,
+        strategy="fsdp",
+        grad_accum=128,
+        grad_sync=False,
+        fsdp_mixed_units=True,
+        advise=True,
+    )
+    result = run(**kwargs)
+    assert not result.fits
+    unmixed = [a for a in result.advice if a.options == {"fsdp_mixed_units": False}]
+    assert unmixed and unmixed[0].fits
+    assert "own FSDP units" in unmixed[0].note

@@ -175,6 +175,12 @@ EPILOG = (
     help="FSDP accumulation without gradient sync: unsharded gradients kept, one reduce-scatter per step.",
 )
 @click.option(
+    "--fsdp-mixed-units",
+    is_flag=True,
+    help="FSDP1 units holding frozen and trainable weights (use_orig_params=True, wrapped by "
+    "block: Lightning, accelerate): the frozen weights get gradients too.",
+)
+@click.option(
     "--compile",
     "compile_model",
     is_flag=True,

@@ -81,6 +81,8 @@ def _flags(changes: dict[str, Any]) -> str:
     for name, value in changes.items():
         if name == "grad_checkpointing":
             words.append("--grad-checkpointing")
+        elif name == "fsdp_mixed_units":
+            words.append("without --fsdp-mixed-units")
         elif name == "checkpoint_blocks":
             words.append(f"--checkpoint-blocks {value:g}")
         else:
@@ -93,6 +95,8 @@ def _singles(traced: TracedWorkload, ctx: Context) -> list[dict[str, Any]]:
     data as they are first (checkpointing, a leaner optimizer step), then QLoRA, then sharding."""
     o = ctx.options
     out: list[dict[str, Any]] = []
+    if o.fsdp_mixed_units and (o.lora or o.qlora):
+        out.append({"fsdp_mixed_units": False})
     if o.grad_checkpointing == "none" and traced.workload.task != "custom":
         out.append({"grad_checkpointing": "full"})
     if o.grad_checkpointing == "full" and o.checkpoint_blocks != 1.0:
@@ -216,6 +220,8 @@ _CHANGES_THE_SETUP = {"gpu", "gpus", "seq_len", "batch_size"}
 def _note(changes: dict[str, Any]) -> str:
     if str(changes.get("optimizer", "")).startswith("paged-"):
         return "its state pages to host RAM as needed"
+    if "fsdp_mixed_units" in changes:
+        return "adapters in their own FSDP units (peft's fsdp_auto_wrap_policy) or FSDP2"
     if "loss_chunks" in changes:
         return "torchtune's chunked cross-entropy: no whole-sequence fp32 logits"
     return ""

@@ -12,6 +12,7 @@ from dlrig.units import human_bytes
 if TYPE_CHECKING:
     from dlrig.fit.context import Context
     from dlrig.fit.memory import MemoryEstimate
+    from dlrig.fit.options import Options
     from dlrig.fit.timing import StepTime
     from dlrig.fit.tracing import TracedWorkload
 
@@ -24,6 +25,18 @@ _PRECISION = {
     "fp16": "fp16 weights, gradients and optimizer state, every op in fp16 (model.half(); the "
     "compute of apex amp O2, whose fp32 master copy in the optimizer is not added)",
 }
+
+
+def _strategy(o: Options) -> str:
+    if not o.fsdp_mixed_units:
+        return _STRATEGY[o.strategy]
+    return (
+        f"{o.strategy} as FSDP1 units that flatten frozen and trainable weights together "
+        "(use_orig_params=True, one unit per repeated layer plus a root unit): the frozen "
+        "weights get gradients"
+        + (", kept unsharded over the micro-batches (no_sync)" if not o.grad_sync else "")
+    )
+
 
 _STRATEGY = {
     "ddp": "DDP: every GPU holds everything; gradient buckets (gradient_as_bucket_view=False) add one gradient copy",
@@ -151,7 +164,7 @@ def assumptions(
     if mesh_of(o).data_parallel > 1:
         setup = time_setup(ctx)
         out.append(
-            f"{setup.gpus} data-parallel GPUs, {_STRATEGY[o.strategy]}; {setup.interconnect} at "
+            f"{setup.gpus} data-parallel GPUs, {_strategy(o)}; {setup.interconnect} at "
             f"{timing.bus_bandwidth_gbs:.0f} GB/s collective bus bandwidth"
             + (
                 f", {setup.network_gbps:g} Gb/s per GPU between nodes"

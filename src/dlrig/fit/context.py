@@ -148,6 +148,7 @@ def plan_of(ctx: Context) -> Plan:
         unsynced=(not o.grad_sync or parallel.pipelined_fsdp(o))
         and o.grad_accum > 1
         and data_parallel > 1,
+        mixed_units=o.fsdp_mixed_units,
     )
 
 
@@ -216,6 +217,7 @@ def time_setup(ctx: Context, overrides: dict[str, float] | None = None) -> TimeS
         offload=o.offload,
         channels_last=o.channels_last,
         grad_sync=o.grad_sync,
+        mixed_units=o.fsdp_mixed_units,
         fp8=o.fp8,
         fp8_mamf_ratio=float(fp8_ratios.get(ctx.spec.id, fp8_ratios["default"])),
         compiled=o.compile != "none",

@@ -82,6 +82,12 @@ def phase_peaks(trace: Trace, held: Held, grads_kept: bool) -> dict[str, PhaseMo
     grads = curves["gradient"] * held.gradient_scale
     if grads_kept:  # kept across micro-batches, or between steps (zero_grad(set_to_none=False))
         grads = np.full_like(grads, float(curves["gradient"].max()) * held.gradient_scale)
+    if held.frozen_gradients:
+        # FSDP1 mixed units: the frozen weights' gradients fill in as the trainable ones do
+        # (unit by unit through backward), or are there throughout when kept
+        top = float(curves["gradient"].max())
+        share = curves["gradient"] / top if top > 0 and not grads_kept else 1.0
+        grads = grads + share * held.frozen_gradients
     temps = curves["optimizer_temp"] * held.optimizer_temp_scale
     total = activations + copies + grads + temps
 

@@ -122,6 +122,7 @@ class SetupChanges(TypedDict, total=False):
     optimizer_in_backward: bool
     activation_offload: bool
     grad_sync: bool
+    fsdp_mixed_units: bool
     fp8: bool
     tp: int
     pp: int
@@ -225,6 +226,12 @@ class Options:
     # FSDP2 accumulation: False keeps unsharded gradients over the micro-batches and
     # reduce-scatters once (set_requires_gradient_sync(False)); True reduces every micro-batch
     grad_sync: bool = True
+    # FSDP1 units that hold frozen and trainable weights together (use_orig_params=True,
+    # wrapped by block: Lightning's FSDPStrategy, accelerate's TRANSFORMER_BASED_WRAP): the
+    # unit's gradient covers its frozen weights too, "equivalent to not freezing those
+    # parameters" (PyTorch's FSDP docs). False: FSDP2, or adapters wrapped in their own units
+    # (peft's fsdp_auto_wrap_policy, Answer.AI's fsdp_qlora)
+    fsdp_mixed_units: bool = False
     # torch.compile (inductor): memory-bound operators fused, pointwise results recomputed in
     # backward instead of saved (fit/compiled.py). "model": the whole forward and loss (HF
     # Trainer's torch_compile); "blocks": each repeated block, head and loss eager (torchtitan)
@@ -376,6 +383,14 @@ def _check_combinations(options: Options) -> None:
             "--no-grad-sync skips the gradient sync of all but the last micro-batch: it needs "
             "--grad-accum 2 or more over --gpus 2 or more",
             fix="add --grad-accum and --gpus, or drop --no-grad-sync",
+        )
+    if options.fsdp_mixed_units and (
+        options.strategy not in ("fsdp", "hsdp", "fsdp-grad-op") or options.gpus < 2
+    ):
+        raise InputError(
+            "--fsdp-mixed-units describes FSDP units over --gpus 2 or more, not "
+            f"--strategy {options.strategy} on {options.gpus} GPU(s)",
+            fix="add --strategy fsdp and --gpus, or drop --fsdp-mixed-units",
         )
     if options.fp8 and (options.lora or options.qlora):
         raise InputError(

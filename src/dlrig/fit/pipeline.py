@@ -100,6 +100,7 @@ def estimate(options: Options, machine: Any = None) -> FitResult:
             "optimizer_in_backward",
             "activation_offload",
             "grad_sync",
+            "fsdp_mixed_units",
             "fp8",
             "tp",
             "pp",

@@ -60,6 +60,8 @@ class Plan:
     optimizer_in_backward: bool = False
     # FSDP accumulating without gradient sync (grad_accum > 1): unsharded gradients are kept
     unsynced: bool = False
+    # FSDP1 units holding frozen and trainable weights (Options.fsdp_mixed_units)
+    mixed_units: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,10 @@ class Held:
     # traced activations
     copy_scale: float = 1.0
     activation_scale: float = 1.0
+    # FSDP1 units mixing frozen and trainable weights: the frozen weights' gradients, which
+    # the trace (autograd of the frozen base) never allocates; from backward on, or the whole
+    # step while gradients are kept between micro-batches
+    frozen_gradients: float = 0.0
 
 
 def compute_bytes(precision: str) -> int:
@@ -111,6 +117,14 @@ def shard_count(plan: Plan) -> int:
     if plan.strategy == "hsdp":
         return max(1, min(plan.gpus, plan.gpus_per_node))
     return max(1, plan.gpus)
+
+
+def mixed_frozen_bytes(sizes: Sizes) -> float:
+    """The frozen bytes in FSDP1 units that also hold trainable weights, which get gradients.
+    A root unit (embeddings, head, final norm) with nothing trainable gets none."""
+    if sizes.root_trainable == 0:
+        return float(sizes.frozen_bytes - sizes.root_frozen_bytes)
+    return float(sizes.frozen_bytes)
 
 
 def held(sizes: Sizes, plan: Plan) -> Held:
@@ -162,6 +176,9 @@ def held(sizes: Sizes, plan: Plan) -> Held:
         # set_requires_gradient_sync(False): each unit keeps its unsharded gradient (in the
         # compute dtype) until the last micro-batch reduce-scatters it
         grad_scale = c / m
+    frozen_gradients = 0.0
+    if plan.mixed_units and not single:  # kept unsharded without gradient sync
+        frozen_gradients = mixed_frozen_bytes(sizes) / (1 if plan.unsynced else shard)
     if plan.optimizer_in_backward:
         # each gradient is freed as its parameter steps (a post-accumulate-grad hook): about
         # one tensor's gradient is alive at a time (live_gradient below)
@@ -189,4 +206,5 @@ def held(sizes: Sizes, plan: Plan) -> Held:
         buffers_in_optimizer=plan.strategy not in ("fsdp", "hsdp", "fsdp-grad-op"),
         pageable=state if plan.optimizer.startswith("paged-") else 0.0,
         live_gradient=m * largest / shard if plan.optimizer_in_backward else 0.0,
+        frozen_gradients=frozen_gradients,
     )

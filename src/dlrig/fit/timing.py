@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dlrig.fit.sharding import Plan, Sizes, compute_bytes, shard_count
+from dlrig.fit.sharding import Plan, Sizes, compute_bytes, mixed_frozen_bytes, shard_count
 from dlrig.fit.tracedata import DTYPE_CODES, KIND_CODES, PHASE_CODES
 from dlrig.knowledge.gpus import GpuSpec
 
@@ -44,6 +44,7 @@ class TimeSetup:
     offload: str = "none"
     channels_last: bool = False
     grad_sync: bool = True  # False: FSDP reduce-scatters once per step, not per micro-batch
+    mixed_units: bool = False  # FSDP1 units of frozen and trainable weights: all reduced
     fp8: bool = False  # Float8 linears: 16-bit matmuls of forward and backward at the FP8 peak
     fp8_mamf_ratio: float = 0.735
     compiled: bool = False  # torch.compile: FP8 casts fuse into the kernels that feed them
@@ -338,19 +339,19 @@ def _collectives(sizes: Sizes, spec: GpuSpec, setup: TimeSetup) -> tuple[float, 
     reduce_bytes = c if setup.strategy == "zero3" else m
     reduce_share = 1.0 if setup.grad_sync or setup.pipelined else 1.0 / setup.grad_accum
     ring = (shard - 1) / shard
+    # FSDP1 mixed units reduce-scatter their whole flat gradient, frozen parts included
+    reduced = reduce_bytes * n + (mixed_frozen_bytes(sizes) if setup.mixed_units else 0.0)
     if setup.strategy == "hsdp":
         intra = bus_bandwidth_gbs(spec, setup, shard) * 1e9
-        volume = ring * (gathers * (c * n + frozen) + reduce_bytes * n * reduce_share)
+        volume = ring * (gathers * (c * n + frozen) + reduced * reduce_share)
         replicas = gpus // shard
         across = (
-            2 * (replicas - 1) / replicas * reduce_bytes * n / shard * reduce_share
-            if replicas > 1
-            else 0.0
+            2 * (replicas - 1) / replicas * reduced / shard * reduce_share if replicas > 1 else 0.0
         )
         seconds = volume / intra + across / bandwidth
         seconds += _latency_s(setup, layers_collectives, gpus)
         return seconds, bandwidth / 1e9, layers_collectives
-    volume = ring * (gathers * (c * n + frozen) + reduce_bytes * n * reduce_share)
+    volume = ring * (gathers * (c * n + frozen) + reduced * reduce_share)
     seconds = volume / bandwidth + _latency_s(setup, layers_collectives, gpus)
     return seconds, bandwidth / 1e9, layers_collectives
 
