@@ -276,11 +276,12 @@ def test_published_lora_and_qlora_runs(predicted):
     AutoModel (H100), added 2026-12-07 and measured once before any change: 20.6% median on
     the 32 first predictable (memory 14.2% on 25), and 26-32% slow on the six offloaded runs
     made predictable later that day. dlrig is slow on every source (median -17% to -30%), a
-    bias not found without a GPU (docs/known-gaps.md); the held-out eight are at 13.3%, all
-    35 at 27.2%."""
+    bias not found without a GPU (docs/known-gaps.md); the held-out eight were at 13.3%, all
+    35 at 27.2%. With a kernel's tail capped at its own work (the adapters' small matmuls):
+    13.0% held out, 13.1% over all 37."""
     rows = [r for r in predicted if fa.category(r[1]) == "LoRA/QLoRA" and r[1].kind == "throughput"]
     assert len(rows) >= 35
-    assert statistics.median(e for e, _, _ in rows) <= 0.30
+    assert statistics.median(e for e, _, _ in rows) <= 0.16
     held = [e for e, case, _ in rows if fa.held_out(case.row)]
     assert len(held) >= 8 and statistics.median(held) <= 0.15
 

@@ -140,7 +140,7 @@ def assumptions(
         f"fused attention {fitted['attention_efficiency'] * time_setup(ctx).attention_ratio:.2f}× "
         "peak, memory-bound kernels at "
         f"{fitted['memory_bandwidth_efficiency']:.2f}× bandwidth, +{fitted['kernel_tail_us']:g} µs per "
-        f"computing kernel, ≥ {fitted['min_kernel_us']:g} µs per operator (fitted on "
+        f"computing kernel (at most its own time), ≥ {fitted['min_kernel_us']:g} µs per operator (fitted on "
         "benchmarks/data/measured_training.csv without its held-out rows)"
     )
     out.append(_compile_line(o.compile) + "; data loading keeps up with the GPU")

@@ -152,7 +152,8 @@ def op_seconds(
     and output are transposed, which also costs their bytes again); fused attention
     `attention_efficiency` of the peak. Memory time is the bytes over
     `memory_bandwidth_efficiency` of the bandwidth. Every computing kernel adds a
-    `kernel_tail_us` (the last partial wave, the ramp up), and no operator takes less than
+    `kernel_tail_us` (the last partial wave, the ramp up) or, if less, its own time again, and
+    no operator takes less than
     `min_kernel_us` (what eager PyTorch needs to launch it). The arguments may be arrays (one
     value per operator) so that many traces evaluate at once.
     """
@@ -183,7 +184,11 @@ def op_seconds(
     computing = ops.flops > 0
     compute = np.where(computing, ops.flops / (peak * 1e12 * efficiency), 0.0)
     memory = ops.traffic / bandwidth
-    seconds = np.maximum(compute, memory) + np.where(computing, c["kernel_tail_us"] * 1e-6, 0.0)
+    work = np.maximum(compute, memory)
+    # the tail is at most the kernel's own work: a kernel that is one partial wave (a LoRA
+    # adapter's rank-r matmul) has no wave after it
+    tail = np.minimum(c["kernel_tail_us"] * 1e-6, work)
+    seconds = work + np.where(computing, tail, 0.0)
     seconds = seconds + np.where(nchw, ops.traffic / bandwidth, 0.0)
     seconds = np.maximum(seconds, c["min_kernel_us"] * 1e-6)
     return seconds, computing & (compute >= memory)
