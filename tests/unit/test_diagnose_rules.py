@@ -605,15 +605,85 @@ def test_an_exception_line_pasted_without_its_traceback_is_quoted_as_the_first_e
 def test_wordings_from_the_fifth_symptom_sample(log: str, cause: str) -> None:
     """transformers' quantizer naming a missing kernel library; Windows' paging-file refusal in
     German; the shell's "Killed" glued to a progress bar's rate; XLA's allocator under JAX
-    (JAX's fixes, not a serving engine's); cuDNN's EXECUTION_FAILED read as a build that does
-    not cover the GPU before memory."""
+    (JAX's fixes, not a serving engine's); cuDNN's bare EXECUTION_FAILED, a lead since the
+    sixth sample (three of four such threads had another cause), checking the build before
+    memory."""
     root = diagnose.diagnose_paths([LOGS / log]).root
-    assert root.cause == cause and root.confidence >= 0.5
+    assert root.cause == cause
+    assert root.confidence < 0.5 if cause == "cudnn_status_error" else root.confidence >= 0.5
     text = " ".join(root.fixes)
     if cause == "cuda_oom":
         assert "XLA_PYTHON_CLIENT" in text and "llama.cpp" not in text
     if cause == "cudnn_status_error":
-        assert "get_arch_list" in root.fixes[0] and "smaller batch" not in text
+        assert text.index("get_arch_list") < text.index("smaller batch")
+
+
+@pytest.mark.parametrize(
+    ("log", "cause", "confident", "says"),
+    [
+        # anomaly mode names the op where the NaN appeared (fp32 code: a masked 0/0, a
+        # singular solve), and a NaN loss beside it follows from it
+        (
+            "nan_in_backward/pytorch-22820-divbackward-nan-masked-division.log",
+            "nan_in_backward",
+            True,
+            "DivBackward0",
+        ),
+        (
+            "nan_in_backward/pytorch-37712-solvebackward-nan.log",
+            "nan_in_backward",
+            True,
+            "SolveBackward",
+        ),
+        (
+            "nan_in_backward/cgd-12-nan-loss-and-powbackward.log",
+            "nan_in_backward",
+            True,
+            "Backward",
+        ),
+        # torch 0.4's "Expected object of type torch.FloatTensor but found type torch.cuda..."
+        (
+            "tensors_on_mixed_devices/mtdnn-53-torch04-expected-object-of-type.log",
+            "tensors_on_mixed_devices",
+            True,
+            "torch.cuda.FloatTensor",
+        ),
+        ("cuda_oom/exo-101-cuda-error-2-out-of-memory.log", "cuda_oom", True, ""),
+        # out of memory outside a training step: no batch-and-accumulation remedy
+        ("cuda_oom/deepspeed-2852-oom-in-initialize.log", "cuda_oom", True, "ZeRO stage"),
+        (
+            "cuda_oom/a1111-12992-oom-model-failed-to-load.log",
+            "cuda_oom",
+            True,
+            "while loading the model",
+        ),
+        # a bare EXECUTION_FAILED from CNTK (a misused call): a lead, no torch verdict
+        (
+            "cudnn_status_error/cntk-2847-execution-failed-misused-call.log",
+            "cudnn_status_error",
+            False,
+            "CUDA_LAUNCH_BLOCKING",
+        ),
+        # transformers' lazy import prints the message alone, here under torchrun's rank prefix
+        (
+            "python_package_missing/ms-swift-9261-rank-prefixed-no-module-named.log",
+            "python_package_missing",
+            False,
+            "mergekit",
+        ),
+    ],
+)
+def test_wordings_from_the_sixth_symptom_sample(
+    log: str, cause: str, confident: bool, says: str
+) -> None:
+    """From the sixth symptom sample's audits (309 excerpts of 48 queries, 2026-12-07)."""
+    root = diagnose.diagnose_paths([LOGS / log]).root
+    assert root is not None and root.cause == cause
+    assert (root.confidence >= 0.5) is confident
+    text = root.explanation + " " + " ".join(root.fixes)
+    assert says in text
+    if cause == "cuda_oom" and says:
+        assert "gradient accumulation" not in text
 
 
 def test_a_checkpoint_shard_of_a_tensor_parallel_run_is_named_as_one():

@@ -99,6 +99,10 @@ def test_cause_vocabulary_is_complete():
         "os_library_missing",
         # 2026-12-07: a fifth symptom sample's most frequent crash outside the vocabulary
         "tensorrt_engine_mismatch",
+        "nan_in_backward",
+        "gpu_busy_or_unavailable",
+        "kernel_launch_timeout",
+        "gpu_p2p_unsupported",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

@@ -37,6 +37,28 @@ CAUSES: tuple[Cause, ...] = (
         "hardware ones.",
     ),
     Cause(
+        "kernel_launch_timeout",
+        "A GPU kernel ran past the display watchdog",
+        "CUDA ends a kernel that runs longer than the watchdog allows (cudaErrorLaunchTimeout, "
+        "Xid 8) only on a GPU with kernel run-time limits on: one that drives a display (an X "
+        "server or the Windows desktop, whose TDR resets the GPU after 2 s by default). A "
+        "large batch, a long sequence or a slow kernel on such a GPU trips it.",
+        "Run on a GPU that drives no display, or stop the display on it; on Windows raise "
+        "TdrDelay (HKLM\\SYSTEM\\CurrentControlSet\\Control\\GraphicsDrivers) or put a "
+        "data-centre card in TCC mode; split the work into shorter kernels (a smaller batch).",
+    ),
+    Cause(
+        "gpu_p2p_unsupported",
+        "The GPUs cannot reach each other peer-to-peer",
+        "Direct GPU-to-GPU access (P2P over PCIe or NVLink, CUDA IPC) is refused or broken "
+        "between these GPUs: GeForce cards without an NVLink bridge, GPUs under different CPU "
+        "sockets or PCIe root ports, ACS or the IOMMU redirecting peer traffic, or a virtual "
+        "machine that does not pass it through.",
+        "Check the topology and what P2P it allows: nvidia-smi topo -m and nvidia-smi topo -p2p "
+        "r; run NCCL without P2P (NCCL_P2P_DISABLE=1; slower, correct); on bare metal turn off "
+        "ACS on the PCIe switches or set the IOMMU to passthrough (iommu=pt).",
+    ),
+    Cause(
         "gpu_fell_off_bus",
         "GPU fell off the bus (Xid 79)",
         "The GPU stopped answering on PCIe. Most common reasons are power (PSU, cables), "

@@ -131,6 +131,20 @@ CAUSES: tuple[Cause, ...] = (
         generic=True,
     ),
     Cause(
+        "nan_in_backward",
+        "A backward function returned NaN",
+        "Autograd's anomaly mode stopped at the first backward function whose result held NaN. "
+        "Usually the op's derivative is undefined at the value it met (sqrt, a fractional pow, "
+        "norm or cdist at zero distance, division by zero, log of zero, a singular solve), or "
+        "NaN/inf was already in its input (the data, an fp16 overflow). The message names the "
+        "op, not why.",
+        "Find the op's forward call in the traceback anomaly mode printed above the error, and "
+        "guard it: clamp or add an epsilon (x.clamp_min(1e-12).sqrt(), torch.where before "
+        "dividing), or use a form with a defined gradient (matmul-based distances instead of "
+        "cdist at zero); check the inputs with torch.isfinite; in fp16, try bf16.",
+        generic=True,
+    ),
+    Cause(
         "collective_timeout_uneven_data",
         "Ranks took different paths: uneven data or rank-dependent code",
         "When ranks process different numbers of batches, or run code that depends on the rank "

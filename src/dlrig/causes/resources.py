@@ -89,4 +89,16 @@ CAUSES: tuple[Cause, ...] = (
         "Ask for more time (sbatch --time), or save checkpoints often and resume in a follow-up "
         "job (Slurm's --signal=B:USR1@300 gives the job warning before the end).",
     ),
+    Cause(
+        "gpu_busy_or_unavailable",
+        "The GPU is busy or unavailable to this process",
+        "CUDA could not create a context on any GPU it may use (cudaErrorDevicesUnavailable): "
+        "the GPU is in Exclusive_Process (or Prohibited) compute mode and another process "
+        "holds it, a scheduler or container gave this process no free GPU, or a vGPU has no "
+        "licence for compute.",
+        "See who holds the GPU and its mode: nvidia-smi --query-gpu=index,compute_mode "
+        "--format=csv and nvidia-smi's process list; wait for or stop that process, or pick a "
+        "free GPU (CUDA_VISIBLE_DEVICES; on a cluster, the GPU the scheduler gave you rather "
+        "than cuda:0); with root, nvidia-smi -i N -c DEFAULT lets processes share it.",
+    ),
 )

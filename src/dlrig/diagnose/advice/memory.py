@@ -70,6 +70,42 @@ def _batch_cut(batch: int, accum: int, usable: float, needed: float) -> tuple[in
     return ceiling, math.ceil(global_batch / ceiling)
 
 
+def _phase_advice(facts: dict[str, str]) -> str:
+    """The remedy where the log shows the memory ran out outside a training step: a smaller
+    training batch and more accumulation cannot help a model that does not load, or a server."""
+    if facts.get("training_evidence"):
+        return ""
+    loading = facts.get("loading_evidence", "")
+    if loading.startswith("deepspeed"):
+        return (
+            "It ran out in deepspeed.initialize, before the first step: the weights and "
+            "optimizer state do not fit, whatever the batch. Raise the ZeRO stage (3 shards "
+            "the weights too), offload the optimizer state (offload_optimizer: cpu) or add GPUs."
+        )
+    if loading in ("_initialize_kv_caches", "determine_num_available_blocks"):
+        return (
+            "It ran out while the server sized its KV cache: lower --gpu-memory-utilization's "
+            "competitors (other processes on the GPU), --max-model-len or --max-num-seqs, or "
+            "split the model over more GPUs (--tensor-parallel-size)."
+        )
+    if loading:
+        return (
+            f"It ran out while loading the model ({loading}), before any batch: the weights do "
+            "not fit. Load them in bf16/fp16 rather than fp32 (torch_dtype=torch.bfloat16), "
+            'quantised (8- or 4-bit), spread over GPUs or the CPU (device_map="auto" with '
+            "max_memory), or use a GPU with more memory."
+        )
+    if facts.get("inference_evidence"):
+        return (
+            "It ran out during inference (the log shows no training step): process fewer "
+            "sequences or images at once and shorter ones (vLLM: --max-num-seqs, "
+            "--max-model-len, --gpu-memory-utilization; generate: a smaller batch and "
+            "max_new_tokens), run under torch.inference_mode() in bf16/fp16, or quantise "
+            "the weights."
+        )
+    return ""
+
+
 def cuda_oom(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
@@ -109,7 +145,10 @@ def cuda_oom(
             + (f" of which other processes hold {gib(foreign)}" if foreign else "")
             + f"; about {gib(usable)} is usable."
         ]
-        if batch and batch > 1:
+        phase_advice = _phase_advice(facts)
+        if phase_advice:
+            lines.append(phase_advice)
+        elif batch and batch > 1:
             new_batch, new_accum = _batch_cut(batch, accum, usable, needed)
             kept = new_batch * new_accum == batch * accum
             out.update(
@@ -137,6 +176,8 @@ def cuda_oom(
                 "gradient accumulation by the same factor to keep the global batch."
             )
         out["oom_batch_advice"] = " ".join(lines)
+    elif _phase_advice(facts):
+        out["oom_batch_advice"] = _phase_advice(facts)
     elif batch and batch > 1:
         # No figures in the message: halving is the only defensible step.
         out.update(
