@@ -664,6 +664,14 @@ def test_wordings_from_the_fifth_symptom_sample(log: str, cause: str) -> None:
             False,
             "CUDA_LAUNCH_BLOCKING",
         ),
+        # missing "_model.module.x" against unexpected "_model.x": the model is wrapped, the
+        # checkpoint was not (nerfstudio's multi-GPU resume)
+        (
+            "state_dict_mismatch/nerfstudio-ddp-model-keys-have-module.log",
+            "state_dict_mismatch",
+            True,
+            "before wrapping",
+        ),
         # transformers' lazy import prints the message alone, here under torchrun's rank prefix
         (
             "python_package_missing/ms-swift-9261-rank-prefixed-no-module-named.log",

@@ -213,6 +213,24 @@ def state_dict(
             "Strip the prefix: state = {k.removeprefix('module.'): v for k, v in state.items()} "
             "(or save model.module.state_dict() next time)."
         )
+    elif missing and unexpected and _one_wrapper_apart(unexpected, missing):
+        out["mismatch_said"] = (
+            f": the checkpoint's keys have 'module.' where the model's do not ({unexpected} "
+            f"against {missing}: saved from a model wrapped in DataParallel/DDP)"
+        )
+        out["state_dict_advice"] = (
+            "Drop that 'module.' from the keys: state = {k.replace('module.', '', 1): v for k, v "
+            "in state.items()} (or save the unwrapped model's state_dict next time)."
+        )
+    elif missing and unexpected and _one_wrapper_apart(missing, unexpected):
+        out["mismatch_said"] = (
+            f": the model's keys have 'module.' where the checkpoint's do not ({missing} against "
+            f"{unexpected}: the model is wrapped in DataParallel/DDP and the checkpoint was not)"
+        )
+        out["state_dict_advice"] = (
+            "Load the weights before wrapping the model (or into the wrapped model's .module), "
+            "or load them on one process where the model is not wrapped."
+        )
     else:
         keys = ", ".join(
             k
@@ -225,6 +243,11 @@ def state_dict(
             "configuration); strict=False only where parts are new on purpose."
         )
     return out
+
+
+def _one_wrapper_apart(wrapped: str, plain: str) -> bool:
+    """`wrapped` is `plain` with one "module." (DataParallel/DDP's attribute) inserted."""
+    return "module." in wrapped and wrapped.replace("module.", "", 1) == plain
 
 
 def _capability(text: str | None) -> str | None:
