@@ -664,6 +664,14 @@ def test_wordings_from_the_fifth_symptom_sample(log: str, cause: str) -> None:
             False,
             "CUDA_LAUNCH_BLOCKING",
         ),
+        # two errors about as strong in one log (a device mismatch, then an out-of-memory on
+        # another try): the earlier one is the root
+        (
+            "tensors_on_mixed_devices/zero-nlp-28-mixed-devices-then-oom.log",
+            "tensors_on_mixed_devices",
+            True,
+            "cuda:1",
+        ),
         # missing "_model.module.x" against unexpected "_model.x": the model is wrapped, the
         # checkpoint was not (nerfstudio's multi-GPU resume)
         (

@@ -294,8 +294,18 @@ def rank(result: ScanResult, signature_set: SignatureSet) -> list[Ranked]:
     explained = {cause: explaining_rules(c, valid, rules) for cause, c in valid.items()}
     primaries = [c for c in valid.values() if not explained[c.cause]] or list(valid.values())
     primaries.sort(key=lambda c: (-c.weight, c.first_line))
-    root = primaries[0]
-    rivals = [c for c in primaries[1:] if c.weight >= root.weight - 0.05]
+    # findings about as strong as the strongest (a rival) in the same log: the earliest is the
+    # root, as later errors of a run more often follow from an earlier one than the reverse
+    root = min(
+        (
+            c
+            for c in primaries
+            if c.weight >= primaries[0].weight - 0.05
+            and c.first_source == primaries[0].first_source
+        ),
+        key=lambda c: c.first_line,
+    )
+    rivals = [c for c in primaries if c is not root and c.weight >= root.weight - 0.05]
     confidence = root.weight * (0.8 if rivals else 1.0) * (0.85 if root.level == "warning" else 1.0)
     consequences = [
         c for c in valid.values() if any(other is root for other, _ in explained[c.cause])
