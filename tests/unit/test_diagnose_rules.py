@@ -565,12 +565,13 @@ def test_nccl_timeout_in_a_sentence_is_not_the_message(tmp_path):
 
 def test_an_exception_line_pasted_without_its_traceback_is_quoted_as_the_first_error(tmp_path):
     """The last line of an uncaught exception is a failure of its own: a report that pastes
-    only it gets "no known cause" with that line quoted, not silence
-    (huggingface/trl#3807's "element 0 of tensors does not require grad")."""
+    only it gets "no known cause" with that line quoted, not silence (huggingface/trl#3807
+    pasted "element 0 of tensors does not require grad", a cause of its own since the seventh
+    symptom sample: a user-code error outside the vocabulary stands in for it here)."""
     log = tmp_path / "paste.log"
     log.write_text(
         "When running trainer.train() I get the following error during the backward pass:\n\n"
-        "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn\n"
+        "RuntimeError: Boolean value of Tensor with more than one value is ambiguous\n"
     )
     result = diagnose.diagnose_paths([log])
     assert result.root is None
@@ -616,6 +617,55 @@ def test_wordings_from_the_fifth_symptom_sample(log: str, cause: str) -> None:
         assert "XLA_PYTHON_CLIENT" in text and "llama.cpp" not in text
     if cause == "cudnn_status_error":
         assert text.index("get_arch_list") < text.index("smaller batch")
+
+
+@pytest.mark.parametrize(
+    ("log", "cause", "says"),
+    [
+        # XLA's cuDNN start-up failure: the cuDNN release jaxlib wants first, not a batch
+        (
+            "cudnn_status_error/colabdesign-164-xla-dnn-library-init.log",
+            "cudnn_status_error",
+            "jaxlib",
+        ),
+        # cuFFT's soname is its own release: libcufft.so.10 is CUDA 10.1 to 11.8, not CUDA 10
+        (
+            "missing_cuda_lib/aicovergen-10-libcufft-so-10.log",
+            "missing_cuda_lib",
+            "CUDA 10.1 to 11.8",
+        ),
+        # 20 GiB free when 214 MiB failed: no batch cut
+        ("cuda_oom/chatglm3-10-oom-with-20gib-free.log", "cuda_oom", "not short of memory"),
+        # flash-attn's bare TORCH_CHECK
+        (
+            "gpu_too_old_for_feature/cmt-95-expected-is-sm8x.log",
+            "gpu_too_old_for_feature",
+            "Ampere",
+        ),
+        # TensorFlow's copy to a GPU buffer it could not allocate
+        ("cuda_oom/deep-anpr-54-tf-dst-tensor.log", "cuda_oom", "set_memory_growth"),
+        # no triton wheel on Windows
+        (
+            "python_package_missing/comfyui-lightning-31-triton-windows.log",
+            "python_package_missing",
+            "triton-windows",
+        ),
+        # a project's own model type: not only "upgrade transformers"
+        (
+            "model_architecture_unknown/tinyvla-17-project-own-model-type.log",
+            "model_architecture_unknown",
+            "project's own",
+        ),
+    ],
+)
+def test_wordings_from_the_seventh_symptom_sample(log: str, cause: str, says: str) -> None:
+    """From the seventh symptom sample's audits (250 excerpts of 50 queries, 2026-12-07)."""
+    root = diagnose.diagnose_paths([LOGS / log]).root
+    assert root is not None and root.cause == cause and root.confidence >= 0.5
+    text = root.explanation + " " + " ".join(root.fixes)
+    assert says in text
+    if log.startswith(("cuda_oom/chatglm3", "cudnn_status_error/colabdesign")):
+        assert "smaller batch" not in text and "Cut the per-GPU batch" not in text
 
 
 @pytest.mark.parametrize(

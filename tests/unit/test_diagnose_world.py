@@ -243,8 +243,10 @@ def test_the_third_fresh_blind_set():
     one); the third (a 0-byte model file that surfaced as a mixed-devices error) cannot be seen
     in its log, and a fourth log ends before the crash. What follows is the floor, not blind."""
     right, inside, confident, outside = _blind_set(FRESH3, "third")
-    assert (inside, inside + outside) == (13, 21)
-    assert right >= 11 and confident == 0
+    # chinese-clip-279 (PyTorch on Windows has no NCCL) was labelled outside until the cause
+    # distributed_backend_unavailable (2026-12-07, from the seventh symptom sample) covered it
+    assert (inside, inside + outside) == (14, 21)
+    assert right >= 12 and confident == 0
 
 
 FRESH4 = LOGS / "fresh4"
@@ -387,7 +389,9 @@ def test_the_eleventh_fresh_blind_set():
     # manifest; the eighth, ranks at different collectives, after the cause's scope became
     # "uneven data or rank-dependent code"; the ninth, Lightning's "can't create new processes
     # if CUDA is already initialized", when cuda_forked_after_init was added)
-    assert (inside, outside) == (46, 18)
+    # 041-peft-target-modules-empty was labelled outside until the cause lora_targets_not_found
+    # (2026-12-07, from the seventh symptom sample) covered it
+    assert (inside, outside) == (47, 17)
     assert right >= 37
     assert confident <= 2
 
@@ -433,8 +437,10 @@ def test_the_thirteenth_fresh_blind_set():
     are a lead below 50% whose fix tells the two apart, and an app's "File is not in GGUF
     format" is a model file that is not what it claims to be. The floor, not blind."""
     right, inside, confident, outside = _blind_set(FRESH13, "thirteenth")
-    assert (inside, outside) == (10, 9)
-    assert right >= 10
+    # 014-donut (PyTorch on Windows has no NCCL) was labelled outside until the cause
+    # distributed_backend_unavailable (2026-12-07, from the seventh symptom sample) covered it
+    assert (inside, outside) == (11, 8)
+    assert right >= 11
     assert confident == 0
 
 

@@ -103,6 +103,9 @@ def test_cause_vocabulary_is_complete():
         "gpu_busy_or_unavailable",
         "kernel_launch_timeout",
         "gpu_p2p_unsupported",
+        "distributed_backend_unavailable",
+        "loss_without_grad",
+        "lora_targets_not_found",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

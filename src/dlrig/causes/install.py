@@ -301,4 +301,14 @@ CAUSES: tuple[Cause, ...] = (
         "the host's CPU flags to the VM (host-passthrough), or on ARM set OPENBLAS_CORETYPE=ARMV8 "
         "before starting Python.",
     ),
+    Cause(
+        "distributed_backend_unavailable",
+        "This PyTorch build lacks the distributed backend the run asked for",
+        "torch.distributed's backends are compiled in: PyTorch's Windows and macOS builds have no "
+        "NCCL (only Gloo), CPU builds none that use a GPU, most builds no MPI, and the Windows "
+        "builds since 2.4 no libuv for torchrun's rendezvous store, which 2.4 made the default.",
+        'Use a backend the build has: backend="gloo" on Windows and macOS (or run on Linux or '
+        "WSL2 for NCCL); USE_LIBUV=0 before torchrun on Windows; a CUDA build of torch for NCCL; "
+        "a one-GPU run needs no process group at all.",
+    ),
 )

@@ -131,6 +131,32 @@ CAUSES: tuple[Cause, ...] = (
         generic=True,
     ),
     Cause(
+        "loss_without_grad",
+        "The loss is not connected to anything that trains",
+        "backward() was called on a tensor that autograd did not record: every parameter it "
+        "depends on is frozen (a PEFT model with nothing trainable, requires_grad switched off), "
+        "the forward ran under torch.no_grad() or inference_mode (an evaluation loop, Lightning's "
+        "test and predict), gradient checkpointing started from frozen inputs (embeddings of a "
+        "LoRA model), or the loss was rebuilt from .item(), .detach() or NumPy.",
+        "Check what trains: sum(p.requires_grad for p in model.parameters()); run the forward "
+        "with gradients on; with gradient checkpointing on a frozen base call "
+        "model.enable_input_require_grads() or use gradient_checkpointing_kwargs="
+        "{'use_reentrant': False}; build the loss from tensors, not from .item() or NumPy.",
+    ),
+    Cause(
+        "lora_targets_not_found",
+        "The LoRA target modules are not in the model",
+        "peft found none of the module names in target_modules in the base model: names of "
+        "another architecture (LLaMA's q_proj and v_proj on ChatGLM, Baichuan or GPT-2), "
+        "layers a quantisation replaced with its own class (GPTQ's QuantLinear), or "
+        "'all-linear' on a peft too old to know it.",
+        "List the model's linear layers and pick from them: print(sorted({n.split('.')[-1] for "
+        "n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})) (ChatGLM and Falcon: "
+        "query_key_value, Baichuan: W_pack, GPT-2: c_attn); or use target_modules='all-linear' "
+        "with peft 0.8 or later; for a quantised model use the peft and quantisation releases "
+        "that support it.",
+    ),
+    Cause(
         "nan_in_backward",
         "A backward function returned NaN",
         "Autograd's anomaly mode stopped at the first backward function whose result held NaN. "

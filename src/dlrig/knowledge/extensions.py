@@ -112,6 +112,7 @@ class PythonModule:
     module: str
     distribution: str  # the pip name; empty where no PyPI package provides it
     install: str  # how to install it where plain `pip install <distribution>` is not the way
+    windows: str  # what to do on Windows where the package publishes no Windows wheels
     source: str
     as_of: str
 
@@ -161,3 +162,24 @@ def os_library(name: str) -> OsLibrary | None:
     """The row of the library the loader named, whatever its case in the log (the signatures
     ignore case; the table holds the loader's own spelling, "libGL.so.1")."""
     return _os_libraries_by_lowered_name().get(name.lower())
+
+
+@dataclass(frozen=True)
+class CudaLibrarySoname:
+    library: str  # the name without lib- and the extension: cufft, cublasLt
+    soname_major: str
+    cuda_releases: str  # as people say it: "10.1 to 11.8"
+    cuda_majors: str  # space-separated
+    pip_packages: str
+    source: str
+    as_of: str
+
+
+@functools.cache
+def cuda_library_sonames() -> dict[tuple[str, str], CudaLibrarySoname]:
+    """(library, soname major) -> the CUDA releases that ship it, for the libraries whose
+    soname's number is not the CUDA major."""
+    return {
+        (row.library.lower(), row.soname_major): row
+        for row in records("cuda_library_sonames", CudaLibrarySoname)
+    }

@@ -139,6 +139,15 @@ def missing_cuda_lib(
             f"and put its {folder}, or install the cuDNN release of that major version for your "
             "CUDA."
         )
+    elif major and (shipped := extensions.cuda_library_sonames().get((name.lower(), major))):
+        # a math library whose soname's number is its own release, not CUDA's (cuFFT 10 is in
+        # CUDA 10.1 to 11.8): say which CUDA releases ship it
+        pip = f" ({shipped.pip_packages} in a pip setup)" if shipped.pip_packages else ""
+        out["missing_lib_advice"] = (
+            f"{library} comes with CUDA {shipped.cuda_releases}: the program was built for one of "
+            f"those. Install that CUDA's runtime libraries{pip}, or a build of the program for "
+            "the CUDA you have."
+        )
     elif major:
         out["missing_lib_advice"] = (
             f"The program was built for CUDA {major}: install that CUDA's runtime libraries (the "
@@ -328,7 +337,10 @@ def module_missing(
 ) -> dict[str, str]:
     module = groups.get("module", "")
     known, typo_of = extensions.known_module(module)
-    if known is not None:
+    if known is not None and known.windows and facts.get("windows_evidence"):
+        package = known.distribution or module
+        advice = known.windows[0].upper() + known.windows[1:] + "."
+    elif known is not None:
         package = known.distribution or module
         advice = (
             f"Install {package} with the Python that runs the job: {known.command} (a pip, "

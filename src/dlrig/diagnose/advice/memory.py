@@ -122,7 +122,18 @@ def cuda_oom(
     held = _held(groups, total, others) if total else None
     batch = int(facts["batch_size"]) if facts.get("batch_size", "").isdigit() else None
     accum = int(facts["grad_accum"]) if facts.get("grad_accum", "").isdigit() else 1
-    if tried is not None and total and held is not None:
+    free = parse_size(groups.get("free"))
+    if tried is not None and free is not None and free >= 2 * tried and free >= 0.05 * (total or 0):
+        # the allocator's own figures say memory was not short: a smaller batch is no remedy
+        out.update(as_figures(free_bytes=free, tried_bytes=tried))
+        out["oom_batch_advice"] = (
+            f"The message says {gib(free)} was free when {gib(tried)} could not be allocated: "
+            "the GPU was not short of memory. Look elsewhere: another process or GPU than the "
+            "one you think (nvidia-smi, CUDA_VISIBLE_DEVICES), an allocation outside PyTorch's "
+            "cache (a library's workspace, a driver limit such as Windows' WDDM), or an input "
+            "far larger than the rest (check the sample it failed on)."
+        )
+    elif tried is not None and total and held is not None:
         held_bytes, held_what = held
         foreign = (
             sum(size for pid, size in others) if held_what == "in use by this process" else 0.0
