@@ -619,6 +619,22 @@ def test_wordings_from_the_fifth_symptom_sample(log: str, cause: str) -> None:
         assert text.index("get_arch_list") < text.index("smaller batch")
 
 
+def test_an_out_of_memory_in_a_training_step_keeps_the_batch_advice_after_a_loading_banner(
+    tmp_path,
+):
+    """transformers prints "Loading checkpoint shards" before nearly every run: a banner is no
+    evidence that memory ran out while loading (the loading phase is read from traceback
+    frames), so a training step's out-of-memory keeps its batch remedy."""
+    real = (LOGS / "cuda_oom/lightning-9625-after-auto-scale-batch-size.log").read_text()
+    log = tmp_path / "run.log"
+    log.write_text(
+        "Loading checkpoint shards: 100%|##########| 2/2 [00:03<00:00,  1.60s/it]\n" + real
+    )
+    root = diagnose.diagnose_paths([log]).root
+    assert root is not None and root.cause == "cuda_oom"
+    assert "Cut the per-GPU batch" in root.fixes[0] and "loading" not in root.fixes[0]
+
+
 @pytest.mark.parametrize(
     ("log", "cause", "says"),
     [

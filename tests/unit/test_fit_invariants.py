@@ -329,3 +329,14 @@ def test_a_kernel_of_one_partial_wave_adds_no_tail_longer_than_itself():
     assert roofline[0] < 10e-6 < c["kernel_tail_us"] * 1e-6
     assert small == pytest.approx(max(2 * roofline[0], c["min_kernel_us"] * 1e-6))
     assert large == pytest.approx(roofline[1] + c["kernel_tail_us"] * 1e-6)
+
+
+def test_a_cached_trace_carries_its_callers_setup_not_the_first_callers():
+    """A workload is traced once and cached by its workload fields; the setup options (GPU,
+    fp8, strategy) are the caller's. They had been the first caller's: a trace first made with
+    --fp8 then refused an A100 for every later caller of the same workload."""
+    first = fit.trace(fit.Options(model="gpt2", seq_len=256, batch_size=2, fp8=True))
+    again = fit.trace(fit.Options(model="gpt2", seq_len=256, batch_size=2))
+    assert first.options.fp8 and not again.options.fp8
+    assert again.samples is first.samples  # traced once
+    fit.evaluate(again, gpu="a100-sxm4-80gb")  # no fp8 refusal

@@ -224,7 +224,7 @@ def test_fsdp1_mixed_units_give_the_frozen_weights_gradients():
     extra = mixed.memory_breakdown["gradients"] - fsdp2.memory_breakdown["gradients"]
     assert 0.9 * block_frozen / 4 <= extra <= 1.1 * block_frozen / 4
     assert kept.memory_breakdown["gradients"] >= 0.95 * block_frozen
-    assert kept.memory_breakdown["gradients"] < 1.1 * block_frozen + 2 * 50257 * hidden
+    assert kept.memory_breakdown["gradients"] < 1.1 * block_frozen  # the root unit gets none
     assert mixed.timing["communication_s"] > fsdp2.timing["communication_s"]
     with pytest.raises(InputError, match="--fsdp-mixed-units"):
         run(model="gpt2", gpu="a100", seq_len=512, batch_size=2, lora=8, fsdp_mixed_units=True)
@@ -232,7 +232,7 @@ def test_fsdp1_mixed_units_give_the_frozen_weights_gradients():
 
 def test_litgpt_13b_lora_on_two_a100s_runs_out_and_is_told_to_unmix_its_units():
     """LitGPT's resource table (commit 8641822, A100-SXM4-40GB): Llama 2 13B LoRA over 2 x A100
-    is "OOM" with FSDP by Block (mixed units, 64-step no_sync accumulation). dlrig says it does
+    is "OOM" with FSDP by Block (mixed units, 128-step no_sync accumulation). dlrig says it does
     not fit, and that adapters in their own units would."""
     kwargs = dict(
         model="llama-2-13b-hf",

@@ -295,7 +295,8 @@ def rank(result: ScanResult, signature_set: SignatureSet) -> list[Ranked]:
     primaries = [c for c in valid.values() if not explained[c.cause]] or list(valid.values())
     primaries.sort(key=lambda c: (-c.weight, c.first_line))
     # findings about as strong as the strongest (a rival) in the same log: the earliest is the
-    # root, as later errors of a run more often follow from an earlier one than the reverse
+    # root, as later errors of a run more often follow from an earlier one than the reverse (a
+    # fatal finding before a warning-level one, whatever their lines)
     root = min(
         (
             c
@@ -303,14 +304,17 @@ def rank(result: ScanResult, signature_set: SignatureSet) -> list[Ranked]:
             if c.weight >= primaries[0].weight - 0.05
             and c.first_source == primaries[0].first_source
         ),
-        key=lambda c: c.first_line,
+        key=lambda c: (c.level != "fatal", c.first_line),
     )
     rivals = [c for c in primaries if c is not root and c.weight >= root.weight - 0.05]
     confidence = root.weight * (0.8 if rivals else 1.0) * (0.85 if root.level == "warning" else 1.0)
     consequences = [
         c for c in valid.values() if any(other is root for other, _ in explained[c.cause])
     ]
-    reason_parts = [f"strongest finding not explained by another (first at line {root.first_line})"]
+    reason_parts = [
+        "strongest finding not explained by another, or the earliest of those about as strong "
+        f"(first at line {root.first_line})"
+    ]
     if consequences:
         reason_parts.append("it explains " + ", ".join(sorted(c.cause for c in consequences)))
     if rivals:

@@ -33,7 +33,8 @@ def _strategy(o: Options) -> str:
     return (
         f"{o.strategy} as FSDP1 units that flatten frozen and trainable weights together "
         "(use_orig_params=True, one unit per repeated layer plus a root unit): the frozen "
-        "weights get gradients"
+        "weights get gradients (their memory and reduce-scatter counted, not their backward "
+        "matmuls)"
         + (", kept unsharded over the micro-batches (no_sync)" if not o.grad_sync else "")
     )
 

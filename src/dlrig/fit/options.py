@@ -384,6 +384,11 @@ def _check_combinations(options: Options) -> None:
             "--grad-accum 2 or more over --gpus 2 or more",
             fix="add --grad-accum and --gpus, or drop --no-grad-sync",
         )
+    if options.fsdp_mixed_units and options.analytic:
+        raise InputError(
+            "--fsdp-mixed-units is modelled on a traced step, not by --analytic",
+            fix="drop --analytic, or drop --fsdp-mixed-units",
+        )
     if options.fsdp_mixed_units and (
         options.strategy not in ("fsdp", "hsdp", "fsdp-grad-op") or options.gpus < 2
     ):

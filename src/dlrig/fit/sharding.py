@@ -168,7 +168,10 @@ def held(sizes: Sizes, plan: Plan) -> Held:
             gathered = c * n + frozen  # SHARD_GRAD_OP keeps every unit gathered until backward
         else:
             gathered = unit * (1 + plan.prefetch) + root
-        buffers = m * sizes.block_trainable  # one unit's unsharded gradients before reduce-scatter
+        # one unit's unsharded gradients before reduce-scatter (a mixed unit's frozen part too)
+        buffers = m * sizes.block_trainable + (
+            float(sizes.block_frozen_bytes) if plan.mixed_units else 0.0
+        )
         copies = False
     if plan.optimizer in ("adamw-8bit", "paged-adamw", "paged-adamw-8bit"):
         temp_scale = 0.0  # bitsandbytes updates each parameter in one fused kernel, in place
@@ -191,8 +194,10 @@ def held(sizes: Sizes, plan: Plan) -> Held:
         state = 0.0
     if plan.offload == "params":
         host += params + m * n / shard  # parameters and their gradients live on the host
+        host += frozen_gradients  # a mixed unit's whole flat gradient goes with them
         params = 0.0
         grad_scale = 0.0
+        frozen_gradients = 0.0
     return Held(
         parameters=params,
         optimizer_state=state,

@@ -73,20 +73,22 @@ def _batch_cut(batch: int, accum: int, usable: float, needed: float) -> tuple[in
 def _phase_advice(facts: dict[str, str]) -> str:
     """The remedy where the log shows the memory ran out outside a training step: a smaller
     training batch and more accumulation cannot help a model that does not load, or a server."""
-    if facts.get("training_evidence"):
-        return ""
-    loading = facts.get("loading_evidence", "")
-    if loading.startswith("deepspeed"):
+    if facts.get("deepspeed_init_evidence"):
+        # a frame of deepspeed.initialize: it ran out before the first step, even when a
+        # trainer called it from its training loop
         return (
             "It ran out in deepspeed.initialize, before the first step: the weights and "
             "optimizer state do not fit, whatever the batch. Raise the ZeRO stage (3 shards "
             "the weights too), offload the optimizer state (offload_optimizer: cpu) or add GPUs."
         )
+    if facts.get("training_evidence"):
+        return ""
+    loading = facts.get("loading_evidence", "")
     if loading in ("_initialize_kv_caches", "determine_num_available_blocks"):
         return (
-            "It ran out while the server sized its KV cache: lower --gpu-memory-utilization's "
-            "competitors (other processes on the GPU), --max-model-len or --max-num-seqs, or "
-            "split the model over more GPUs (--tensor-parallel-size)."
+            "It ran out while the server sized its KV cache: stop other processes on the GPU, "
+            "lower --gpu-memory-utilization (the share the cache may take), --max-model-len or "
+            "--max-num-seqs, or split the model over more GPUs (--tensor-parallel-size)."
         )
     if loading:
         return (
@@ -123,7 +125,13 @@ def cuda_oom(
     batch = int(facts["batch_size"]) if facts.get("batch_size", "").isdigit() else None
     accum = int(facts["grad_accum"]) if facts.get("grad_accum", "").isdigit() else 1
     free = parse_size(groups.get("free"))
-    if tried is not None and free is not None and free >= 2 * tried and free >= 0.05 * (total or 0):
+    if (
+        tried is not None
+        and free is not None
+        and allowed is None  # set_per_process_memory_fraction: the fraction is the limit
+        and free >= 2 * tried
+        and free >= 0.05 * (total or 0)
+    ):
         # the allocator's own figures say memory was not short: a smaller batch is no remedy
         out.update(as_figures(free_bytes=free, tried_bytes=tried))
         out["oom_batch_advice"] = (

@@ -219,8 +219,9 @@ def state_dict(
             f"against {missing}: saved from a model wrapped in DataParallel/DDP)"
         )
         out["state_dict_advice"] = (
-            "Drop that 'module.' from the keys: state = {k.replace('module.', '', 1): v for k, v "
-            "in state.items()} (or save the unwrapped model's state_dict next time)."
+            "Drop that 'module.' from the keys: state = {re.sub(r'(^|[.])module[.]', r'\\1', k, "
+            "count=1): v for k, v in state.items()} (or save the unwrapped model's state_dict "
+            "next time)."
         )
     elif missing and unexpected and _one_wrapper_apart(missing, unexpected):
         out["mismatch_said"] = (
@@ -245,9 +246,13 @@ def state_dict(
     return out
 
 
+_WRAPPER = re.compile(r"(^|[.])module[.]")
+
+
 def _one_wrapper_apart(wrapped: str, plain: str) -> bool:
-    """`wrapped` is `plain` with one "module." (DataParallel/DDP's attribute) inserted."""
-    return "module." in wrapped and wrapped.replace("module.", "", 1) == plain
+    """`wrapped` is `plain` with one "module." (DataParallel/DDP's attribute, a whole name
+    segment: not "submodule.") inserted."""
+    return _WRAPPER.sub(r"\1", wrapped, count=1) == plain != wrapped
 
 
 def _capability(text: str | None) -> str | None:
