@@ -7,6 +7,7 @@ alone, so a planner can sweep the catalogue with one trace per model.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from dlrig.errors import InputError
@@ -53,7 +54,10 @@ def _cluster_only(changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def trace(options: Options) -> TracedWorkload:
-    return tracing.trace(options)
+    traced = tracing.trace(options)
+    # traces are cached by their workload fields: the setup options (GPU, strategy, fp8, ...)
+    # are this caller's, not those of whoever traced the workload first
+    return traced if traced.options == options else dataclasses.replace(traced, options=options)
 
 
 def estimate(options: Options, machine: Any = None) -> FitResult:

@@ -303,9 +303,7 @@ def trace(options: Options) -> TracedWorkload:
     cached = _CACHE.get(key)
     if cached is not None:
         _CACHE.move_to_end(key)
-        # the same workload, this caller's setup: the options that are not workload fields
-        # (GPU, strategy, fp8, ...) must not be those of whoever traced it first
-        return cached if cached.options == options else replace(cached, options=options)
+        return cached
     workload = make_workload(options)
     batch = options.batch_size or workload.default_batch
     depths = traced_depths(workload, options)
