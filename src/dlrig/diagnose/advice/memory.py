@@ -125,6 +125,7 @@ def cuda_oom(
     batch = int(facts["batch_size"]) if facts.get("batch_size", "").isdigit() else None
     accum = int(facts["grad_accum"]) if facts.get("grad_accum", "").isdigit() else 1
     free = parse_size(groups.get("free"))
+    phase_advice = _phase_advice(facts)  # outside a training step, a batch cut is no remedy
     if (
         tried is not None
         and free is not None
@@ -164,7 +165,6 @@ def cuda_oom(
             + (f" of which other processes hold {gib(foreign)}" if foreign else "")
             + f"; about {gib(usable)} is usable."
         ]
-        phase_advice = _phase_advice(facts)
         if phase_advice:
             lines.append(phase_advice)
         elif batch and batch > 1:
@@ -195,8 +195,8 @@ def cuda_oom(
                 "gradient accumulation by the same factor to keep the global batch."
             )
         out["oom_batch_advice"] = " ".join(lines)
-    elif _phase_advice(facts):
-        out["oom_batch_advice"] = _phase_advice(facts)
+    elif phase_advice:
+        out["oom_batch_advice"] = phase_advice
     elif batch and batch > 1:
         # No figures in the message: halving is the only defensible step.
         out.update(

@@ -205,18 +205,14 @@ def state_dict(
             "counters: state = {k: v for k, v in state.items() if not "
             "k.endswith('num_batches_tracked')}."
         )
-    elif unexpected.startswith("module.") and not missing.startswith("module."):
+    elif (unexpected.startswith("module.") and not missing.startswith("module.")) or (
+        missing and unexpected and _one_wrapper_apart(unexpected, missing)
+    ):
+        # saved through DataParallel/DDP: "module." in front, or one segment down
+        pair = f": {unexpected} against {missing}" if missing else ""
         out["mismatch_said"] = (
-            ": its keys start with 'module.' (saved through DataParallel/DDP) and the model's do not"
-        )
-        out["state_dict_advice"] = (
-            "Strip the prefix: state = {k.removeprefix('module.'): v for k, v in state.items()} "
-            "(or save model.module.state_dict() next time)."
-        )
-    elif missing and unexpected and _one_wrapper_apart(unexpected, missing):
-        out["mismatch_said"] = (
-            f": the checkpoint's keys have 'module.' where the model's do not ({unexpected} "
-            f"against {missing}: saved from a model wrapped in DataParallel/DDP)"
+            ": the checkpoint's keys have 'module.' where the model's do not (saved from a model "
+            f"wrapped in DataParallel/DDP{pair})"
         )
         out["state_dict_advice"] = (
             "Drop that 'module.' from the keys: state = {re.sub(r'(^|[.])module[.]', r'\\1', k, "
