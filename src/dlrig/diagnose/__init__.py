@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 from dlrig import causes as cause_vocabulary
 from dlrig import report
 from dlrig.diagnose import advice
+from dlrig.diagnose.advice.figures import DOUBT
 from dlrig.diagnose.lines import RAISED, RAISED_TAIL_LINES
 from dlrig.diagnose.rank import Ranked, rank
 from dlrig.diagnose.scanner import Scanner
@@ -26,6 +27,9 @@ from dlrig.inputs import check_readable_file
 from dlrig.knowledge import signatures as signature_knowledge
 from dlrig.machine.model import Machine
 from dlrig.report import Progress, envelope, no_progress
+
+# Below this confidence a finding is a possible cause (a lead), not the verdict.
+POSSIBLE_BELOW = 0.5
 
 SCHEMA_VERSION = 2
 
@@ -195,6 +199,7 @@ def _finding(ranked: Ranked, facts: dict[str, str], machine: Machine | None) -> 
     if libraries:
         groups["libraries"] = ", ".join(dict.fromkeys(libraries))
     values, figures = advice.variables(candidate.cause, groups, facts, machine)
+    doubt = values.pop(DOUBT, None)
     explanation = None
     fixes: list[str] = []
     references: list[str] = []
@@ -221,13 +226,18 @@ def _finding(ranked: Ranked, facts: dict[str, str], machine: Machine | None) -> 
     evidence.sort(key=lambda e: (e.source, e.line))
     if candidate.notes:
         explanation = (explanation or cause.explanation) + " (" + "; ".join(candidate.notes) + ")"
+    confidence = ranked.confidence
+    if doubt:
+        # the log's own facts do not fit the claim: a possible cause, below the verdict line
+        confidence = min(confidence, POSSIBLE_BELOW - 0.05)
+        explanation = f"{explanation or cause.explanation} But {doubt}."
     return Finding.of(
         candidate.cause,
         ranked.role,
         cause.title,
         tuple(evidence),
         tuple(fixes),
-        confidence=ranked.confidence,
+        confidence=round(confidence, 2),
         explanation=explanation or cause.explanation,
         reason=ranked.reason,
         signatures=tuple(sorted({h.signature.id for h in hits})),

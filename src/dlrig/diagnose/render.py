@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlrig.diagnose import Diagnosis, Finding
-
-POSSIBLE_BELOW = 0.5
+from dlrig.diagnose import POSSIBLE_BELOW, Diagnosis, Finding
 
 
 def render_text(diagnosis: Diagnosis, console: Any, show_secondary: bool = True) -> None:

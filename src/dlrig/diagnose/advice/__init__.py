@@ -21,6 +21,7 @@ from dlrig.machine.model import Machine
 ADVISORS: dict[str, tuple[str, str]] = {
     "cuda_oom": ("memory", "cuda_oom"),
     "driver_too_old": ("install", "driver_too_old"),
+    "no_nvidia_driver": ("install", "no_driver"),
     "no_kernel_image": ("install", "no_kernel_image"),
     "version_mismatch_torch_torchvision": ("install", "companions"),
     "cpu_only_torch": ("install", "cpu_only"),
@@ -50,7 +51,8 @@ ADVISORS: dict[str, tuple[str, str]] = {
 def variables(
     cause: str, groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> tuple[dict[str, str], dict[str, float]]:
-    """(the fix templates' values, the figures the fixes were computed from)."""
+    """(the fix templates' values, the figures the fixes were computed from); an advisor's doubt
+    travels in the values under `DOUBT`."""
     merged = {k: v for k, v in groups.items() if not k.startswith("_")}
     figures: dict[str, float] = {}
     advisor = _advisor(cause)

@@ -24,6 +24,11 @@ _SCALE = {
 # this prefix; `variables` splits them off.
 FIGURE = "figure:"
 
+# An advisor that reads, in the log's own facts, something the finding's claim does not fit (a
+# driver nvidia-smi shows beside "no driver", memory free beside "out of memory") returns why under
+# this key: the finding is then offered as a possible cause, never as the verdict.
+DOUBT = "_doubt"
+
 
 def as_figures(**values: float | int) -> dict[str, str]:
     return {FIGURE + name: repr(value) for name, value in values.items()}

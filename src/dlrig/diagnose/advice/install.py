@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from dlrig.diagnose import install
+from dlrig.diagnose.advice.figures import DOUBT
 from dlrig.knowledge import extensions, rocm
 from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.machine.model import Machine
@@ -425,3 +426,44 @@ def shadow_file(
             "in place (pip install -e .)."
         ),
     }
+
+
+def no_driver(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """'No driver' beside nvidia-smi's own header: the driver answered where nvidia-smi ran, so
+    the claim is in doubt, and the build's CUDA against the driver's is the first thing to check."""
+    driver = facts.get("smi_driver")
+    if not driver:
+        return {}
+    smi_cuda = facts.get("smi_cuda")
+    supports = f" (it supports CUDA up to {smi_cuda})" if smi_cuda else ""
+    build = facts.get("torch_variant", "")
+    build_cuda = f"{build[2:-1]}.{build[-1]}" if re.fullmatch(r"cu\d{3,4}", build) else None
+    if build_cuda and smi_cuda and _newer(build_cuda, smi_cuda):
+        first = (
+            f"torch {facts.get('torch_version', '')}+{build} is built for CUDA {build_cuda}, newer "
+            f"than driver {driver} supports ({smi_cuda}): update the driver, or install torch "
+            f"built for CUDA {smi_cuda} or older."
+        )
+    else:
+        against = smi_cuda or "the driver's"
+        first = (
+            "Compare the CUDA this program's build needs (python -c \"import torch; "
+            f'print(torch.version.cuda)") with {against}: a newer build needs a '
+            "newer driver or a build for the older CUDA."
+        )
+    return {
+        "smi_driver_advice": f"nvidia-smi in this log shows driver {driver}{supports}. {first} "
+        "If they agree, this process does not see the GPU nvidia-smi sees: CUDA_VISIBLE_DEVICES, "
+        "a container started without --gpus, or another machine or session.",
+        DOUBT: f"nvidia-smi in this log shows driver {driver} answering, so a missing driver "
+        "is not shown",
+    }
+
+
+def _newer(a: str, b: str) -> bool:
+    def key(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in v.split("."))
+
+    return key(a) > key(b)

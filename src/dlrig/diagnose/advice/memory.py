@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 
-from dlrig.diagnose.advice.figures import as_figures, gib, human_size, parse_size
+from dlrig.diagnose.advice.figures import DOUBT, as_figures, gib, human_size, parse_size
 from dlrig.machine.model import Machine
 
 # Other processes on the GPU, as the allocator lists them (torch >= 2.1): "Process 38 has
@@ -135,6 +135,10 @@ def cuda_oom(
     ):
         # the allocator's own figures say memory was not short: a smaller batch is no remedy
         out.update(as_figures(free_bytes=free, tried_bytes=tried))
+        out[DOUBT] = (
+            f"the message says {human_size(free)} was free when {human_size(tried)} could not be "
+            "allocated"
+        )
         out["oom_batch_advice"] = (
             f"The message says {gib(free)} was free when {gib(tried)} could not be allocated: "
             "the GPU was not short of memory. Look elsewhere: another process or GPU than the "
