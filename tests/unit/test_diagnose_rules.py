@@ -827,3 +827,45 @@ def test_a_build_newer_than_the_driver_nvidia_smi_shows_is_named() -> None:
     root = diagnose.diagnose_text(text).root
     assert root is not None and root.cause == "no_nvidia_driver" and root.confidence < 0.5
     assert "built for CUDA 11.3, newer than driver 426.78 supports (10.1)" in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("log", "signature", "says"),
+    [
+        # torch 2.4.0's Windows wheels: fbgemm.dll needs libomp140.x86_64.dll (PyTorch's own
+        # thread, and a Chinese system's error text)
+        (
+            "os_library_missing/pytorch-131662-fbgemm-dll-winerror-126.log",
+            "os_library_missing.torch_fbgemm_dll",
+            "2.4.1 or later",
+        ),
+        (
+            "os_library_missing/starrailassistant-784-fbgemm-dll-chinese.log",
+            "os_library_missing.torch_fbgemm_dll",
+            "libomp140.x86_64.dll",
+        ),
+        # c10.dll found but failing to start: the C++ runtime is older than the build needs
+        (
+            "os_library_missing/bettafish-430-c10-dll-winerror-1114.log",
+            "os_library_missing.torch_windows_dll",
+            "vc_redist.x64.exe",
+        ),
+    ],
+)
+def test_a_torch_dll_windows_cannot_load(log: str, signature: str, says: str) -> None:
+    """torch's "Error loading ... or one of its dependencies" on Windows: the C++/OpenMP runtime
+    Windows provides, not a CUDA library (from the seventh symptom sample, 8 threads of one query)."""
+    root = diagnose.diagnose_paths([LOGS / log]).root
+    assert root is not None and root.cause == "os_library_missing" and root.confidence >= 0.5
+    assert signature in root.signatures
+    assert says in root.explanation + " ".join(root.fixes)
+
+
+def test_a_cuda_dll_windows_cannot_load_stays_a_cuda_library() -> None:
+    """The same torch message naming a CUDA DLL is missing_cuda_lib's, not the C++ runtime's."""
+    text = (
+        'OSError: [WinError 126] The specified module could not be found. Error loading "C:\\venv'
+        '\\Lib\\site-packages\\torch\\lib\\cudnn_adv_infer64_8.dll" or one of its dependencies.\n'
+    )
+    root = diagnose.diagnose_text(text).root
+    assert root is not None and root.cause == "missing_cuda_lib"
