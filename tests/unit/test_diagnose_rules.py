@@ -869,3 +869,22 @@ def test_a_cuda_dll_windows_cannot_load_stays_a_cuda_library() -> None:
     )
     root = diagnose.diagnose_text(text).root
     assert root is not None and root.cause == "missing_cuda_lib"
+
+
+def test_a_program_no_known_package_installs_is_a_guess() -> None:
+    """pdsh ran a host name as a command ("compute-0-0: bash: compute-0-1: command not found"):
+    the shell's message is all there is, and no pip package installs such a program (from the
+    eighth symptom sample)."""
+    root = diagnose.diagnose_paths(
+        [LOGS / "python_package_missing/pdsh-109-host-name-run-as-command.log"]
+    ).root
+    assert root is not None and root.cause == "python_package_missing"
+    assert root.confidence < 0.5
+    assert "no package dlrig knows installs a program named compute-0-1" in root.explanation
+
+
+def test_a_known_package_s_console_script_stays_confident() -> None:
+    root = diagnose.diagnose_paths(
+        [LOGS / "fresh/lora-scripts-128-accelerate-not-recognized.log"]
+    ).root
+    assert root is not None and root.cause == "python_package_missing" and root.confidence >= 0.5

@@ -242,3 +242,18 @@ def test_doctor_and_provision_choose_the_same_driver_package():
             component = "driver_open" if chosen.kernel_modules == "open" else "driver_proprietary"
             meta = repo_package(release.id, component)
             assert meta is not None and meta.package in package.command(), (name, release.id)
+
+
+def test_a_console_script_names_the_package_that_installs_it() -> None:
+    from dlrig.knowledge import extensions
+
+    def module_of(command: str) -> str | None:
+        row = extensions.command_provider(command)
+        return row.module if row else None
+
+    assert module_of("torchrun") == "torch"
+    assert module_of("llamafactory-cli") == "llamafactory"
+    assert module_of("huggingface-cli") == "huggingface_hub"
+    assert module_of("accelerate") == "accelerate"
+    assert module_of("compute-0-1") is None
+    assert module_of("ollama") is None

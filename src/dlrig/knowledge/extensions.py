@@ -113,6 +113,7 @@ class PythonModule:
     distribution: str  # the pip name; empty where no PyPI package provides it
     install: str  # how to install it where plain `pip install <distribution>` is not the way
     windows: str  # what to do on Windows where the package publishes no Windows wheels
+    commands: str  # console scripts it installs whose names are not the module's (space-separated)
     source: str
     as_of: str
 
@@ -124,6 +125,19 @@ class PythonModule:
 @functools.cache
 def python_modules() -> dict[str, PythonModule]:
     return {row.module: row for row in records("python_modules", PythonModule)}
+
+
+def command_provider(command: str) -> PythonModule | None:
+    """The known package that installs the program `command` (a console script), or None:
+    "torchrun" is torch's, "llamafactory-cli" LLaMA-Factory's, "accelerate" accelerate's."""
+    table = python_modules()
+    for row in table.values():
+        if command in row.commands.split():
+            return row
+    for name in (command, command.replace("-", "_"), command.split("-")[0]):
+        if name in table:
+            return table[name]
+    return None
 
 
 def known_module(name: str) -> tuple[PythonModule | None, PythonModule | None]:

@@ -337,6 +337,17 @@ def module_missing(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     module = groups.get("module", "")
+    command = groups.get("command")
+    if command and not module:
+        # a program not on PATH: a package's console script, or a program no pip package has
+        provider = extensions.command_provider(command)
+        if provider is None:
+            return {
+                DOUBT: f"no package dlrig knows installs a program named {command}, so a "
+                "missing Python package is a guess (a system program, a host name run as a "
+                "command, a typo)"
+            }
+        return {"package": provider.distribution or provider.module}
     known, typo_of = extensions.known_module(module)
     if known is not None and known.windows and facts.get("windows_evidence"):
         package = known.distribution or module
