@@ -888,3 +888,122 @@ def test_a_known_package_s_console_script_stays_confident() -> None:
         [LOGS / "fresh/lora-scripts-128-accelerate-not-recognized.log"]
     ).root
     assert root is not None and root.cause == "python_package_missing" and root.confidence >= 0.5
+
+
+@pytest.mark.parametrize(
+    ("log", "cause", "confident", "says"),
+    [
+        # transformers' attention check names the package it could not import
+        (
+            "python_package_missing/ComfyUI-Florence2-17-transformers-flash-attn-toggled-not-installed.log",
+            "python_package_missing",
+            True,
+            "flash-attn",
+        ),
+        # torchaudio with no FFmpeg, soundfile or SoX to read audio with
+        (
+            "python_package_missing/MOSS-TTS-Nano-1-torchaudio-no-backend-for-uri.log",
+            "python_package_missing",
+            True,
+            "soundfile",
+        ),
+        # TensorFlow skipping a K80 (3.7) below its build's minimum (5.2)
+        (
+            "no_kernel_image/kiosk-console-87-tf-k80-below-minimum-capability.log",
+            "no_kernel_image",
+            True,
+            "TF_CUDA_COMPUTE_CAPABILITIES=3.7",
+        ),
+        # Python 3.12 removed pkgutil.ImpImporter
+        (
+            "package_api_mismatch/ComfyUI_MaskGCT-8-comfyui-python312-pkgutil-impimporter.log",
+            "package_api_mismatch",
+            True,
+            "setuptools",
+        ),
+        # onnxruntime's protobuf error: a file that is not the model (an LFS pointer, a cut download)
+        (
+            "checkpoint_corrupt/dbd_autoSkillCheck-41-onnxruntime-invalid-protobuf-parsing-error.log",
+            "checkpoint_corrupt",
+            True,
+            "git lfs pull",
+        ),
+        # torch's arch warning cut where the paste ends, and only the warning's source line left
+        ("no_kernel_image/pepper-121-a100-sm80-warning-cut.log", "no_kernel_image", True, "8.0"),
+        (
+            "no_kernel_image/piper-237-incompatible-device-warn-source-line.log",
+            "no_kernel_image",
+            True,
+            "compute capability",
+        ),
+        # a known package's missing name, quoted without the path of the installed file
+        (
+            "package_api_mismatch/visprog-24-cached-download-quoted-without-path.log",
+            "package_api_mismatch",
+            True,
+            "huggingface",
+        ),
+        # a GPU checkpoint on a machine with no GPU: map_location first, and only a possible cause
+        (
+            "cpu_only_torch/Cutie-37-cutie-deserialize-on-cpu-only-machine.log",
+            "cpu_only_torch",
+            False,
+            "map_location='cpu'",
+        ),
+        # out of memory inside evaluate(): no training-batch cut
+        ("cuda_oom/loop-57-oom-in-evaluate-frame.log", "cuda_oom", True, "while evaluating"),
+        # one allocation larger than the GPU: the shape first
+        (
+            "cuda_oom/mdeq-9-mdeq-one-allocation-larger-than-gpu.log",
+            "cuda_oom",
+            True,
+            "check the shape of what it allocates",
+        ),
+    ],
+)
+def test_causes_from_the_eighth_symptom_sample(
+    log: str, cause: str, confident: bool, says: str
+) -> None:
+    """From the eighth symptom sample's audits (293 excerpts of 50 queries, 2026-12-07): the
+    misses whose cause is in the vocabulary, and the answers judged doubtful for their fix."""
+    root = diagnose.diagnose_paths([LOGS / log]).root
+    assert root is not None and root.cause == cause
+    assert (root.confidence >= 0.5) == confident
+    text = root.explanation + " " + " ".join(root.fixes)
+    assert says in text
+    if "evaluate" in log:
+        assert "Cut the per-GPU batch" not in text and "Halve" not in text
+
+
+@pytest.mark.parametrize(
+    ("log", "first"),
+    [
+        # no checkpointing anywhere in the log: a parameter used twice comes first
+        (
+            "ddp_reentrant_checkpointing/Prototype-Mean-Teacher-5-no-checkpointing-parameter-twice.log",
+            "The log shows no activation checkpointing",
+        ),
+        # the user's own words name the checkpointing flag: non-reentrant checkpointing first
+        (
+            "ddp_reentrant_checkpointing/FocalNet-4-use-checkpoint-flag-in-prose.log",
+            "Use non-reentrant activation checkpointing (torch >= 1.11)",
+        ),
+    ],
+)
+def test_ddp_marked_twice_leads_with_what_the_log_shows(log: str, first: str) -> None:
+    """DDP's "Expected to mark a variable ready only once" (eighth symptom sample): one was
+    judged wrong for leading with checkpointing where the thread had none."""
+    root = diagnose.diagnose_paths([LOGS / log]).root
+    assert root is not None and root.cause == "ddp_reentrant_checkpointing"
+    assert root.fixes[0].startswith(first)
+
+
+def test_vllm_kv_cache_at_a_high_share_does_not_ask_for_more() -> None:
+    """gpu_memory_utilization 0.97 already (eighth symptom sample, judged doubtful for "raise
+    gpu_memory_utilization")."""
+    root = diagnose.diagnose_paths(
+        [LOGS / "cuda_oom/SpaceServe-15-vllm-kv-cache-at-utilization-097.log"]
+    ).root
+    assert root is not None and root.cause == "cuda_oom"
+    assert root.fixes[0].startswith("gpu_memory_utilization is already 0.97")
+    assert "enforce_eager=True" in root.fixes[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlrig.knowledge import cuda
+from dlrig.knowledge import cuda, pytorch
 from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.knowledge.resolver import Request, Resolution, resolve
 from dlrig.knowledge.versions import local_variant
@@ -179,7 +179,30 @@ def for_arch(machine: Machine | None, capability: str) -> str:
             f"No published PyTorch wheel fits compute capability {capability} here ({why}): build "
             f'from source with TORCH_CUDA_ARCH_LIST="{capability}".'
         )
-    return f"Install a build with kernels for compute capability {capability}: " + found.fix_text()
+    return (
+        f"Install a build with kernels for compute capability {capability}: "
+        + found.fix_text()
+        + _release_span(capability)
+    )
+
+
+def _release_span(capability: str) -> str:
+    """Which releases carry this GPU's kernels, for a user whose other packages pin torch: the
+    first release for a new GPU, the last for one that newer wheels dropped."""
+    supported = pytorch.variants_supporting(capability)
+    if not supported:
+        return ""
+    newest, oldest = supported[0], supported[-1]
+    if newest.torch_version != pytorch.releases()[-1]:
+        return (
+            f"\n(torch {newest.torch_version} is the last release whose wheels carry kernels "
+            f"for it ({newest.cuda_variant}); a newer one will not run on this GPU.)"
+        )
+    return (
+        f"\n(torch {oldest.torch_version} with {oldest.cuda_variant} is the first release "
+        "whose wheels carry kernels for it: where another package pins an older torch, "
+        "that package has to move too.)"
+    )
 
 
 def for_companions(machine: Machine | None, torch_cuda: str | None) -> str:

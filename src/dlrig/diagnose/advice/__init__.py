@@ -33,6 +33,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "glibcxx_missing": ("install", "glibcxx"),
     "ld_library_path_shadowing": ("install", "shadowing"),
     "ddp_unused_parameters": ("run", "ddp_unused"),
+    "ddp_reentrant_checkpointing": ("run", "ddp_twice"),
     "host_alloc_refused": ("memory", "host_alloc"),
     "nccl_system_error": ("run", "nccl_system"),
     "tf_gpu_libraries_missing": ("install", "tf_libraries"),

@@ -399,6 +399,13 @@ def api_mismatch(
     top = package.split(".")[0]
     name = groups.get("name", "the name")
     known, _ = extensions.known_module(top)
+    doubt: dict[str, str] = {}
+    if groups.get("unpathed") and known is None:
+        # no installed path beside the name, and no package dlrig knows: maybe the project's own
+        doubt = {
+            DOUBT: f"{package} is not a package dlrig knows and the message shows no installed "
+            "path, so it may be the project's own module"
+        }
     dist = (known.distribution or top) if known else top.replace("_", "-")
     required = groups.get("required")
     found = groups.get("found")
@@ -413,7 +420,7 @@ def api_mismatch(
             f"file, or pip install -U {dist} if {name} is new (the code may come from the main "
             f"branch); check the spelling of {name} against {package}'s API."
         )
-    return {"package_dist": dist, "name": name, "package": package, "api_advice": advice}
+    return {"package_dist": dist, "name": name, "package": package, "api_advice": advice, **doubt}
 
 
 def shadow_file(

@@ -81,6 +81,15 @@ def _phase_advice(facts: dict[str, str]) -> str:
             "optimizer state do not fit, whatever the batch. Raise the ZeRO stage (3 shards "
             "the weights too), offload the optimizer state (offload_optimizer: cpu) or add GPUs."
         )
+    evaluation = facts.get("evaluation_evidence")
+    if evaluation:
+        return (
+            f"It ran out while evaluating ({evaluation}), not in a training step: run evaluation "
+            "under torch.no_grad() or torch.inference_mode() with model.eval(), give it its own "
+            "smaller batch (per_device_eval_batch_size; the validation DataLoader's batch_size), "
+            "move outputs to the CPU as you collect them (.detach().cpu(); HF Trainer: "
+            "eval_accumulation_steps), and evaluate large images in tiles or crops."
+        )
     if facts.get("training_evidence"):
         return ""
     loading = facts.get("loading_evidence", "")
@@ -108,10 +117,29 @@ def _phase_advice(facts: dict[str, str]) -> str:
     return ""
 
 
+def _kv_cache_advice(facts: dict[str, str]) -> str:
+    """vLLM found no room for its KV cache: more of the GPU, unless the log shows it had most."""
+    try:
+        share = float(facts.get("gpu_memory_utilization", ""))
+    except ValueError:
+        share = 0.0
+    if share < 0.9:
+        return (
+            "Give vLLM more of the GPU: raise gpu_memory_utilization (e.g. 0.9 to 0.95) and stop "
+            "other processes on the GPU (nvidia-smi)."
+        )
+    return (
+        f"gpu_memory_utilization is already {share:g}, so a higher share will not find the "
+        "room: vLLM's profiling run measured less free memory than that leaves. Look for another "
+        "process on the GPU (nvidia-smi), skip CUDA graph capture (enforce_eager=True), lower "
+        "max_num_batched_tokens, or check that the weights alone fit in that share."
+    )
+
+
 def cuda_oom(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
-    out: dict[str, str] = {}
+    out: dict[str, str] = {"kv_cache_advice": _kv_cache_advice(facts)}
     subject = groups.get("_subject", "")
     tried = parse_size(groups.get("tried"))
     total = parse_size(groups.get("total"))
@@ -169,6 +197,14 @@ def cuda_oom(
             + (f" of which other processes hold {gib(foreign)}" if foreign else "")
             + f"; about {gib(usable)} is usable."
         ]
+        if tried >= total and not phase_advice:
+            # one tensor larger than the whole GPU: a shape gone wrong as often as a batch
+            lines.append(
+                f"One allocation of {gib(tried)} is more than the whole GPU: check the shape of "
+                "what it allocates (an input far larger than the rest, a sequence or image at "
+                "full size, a broadcast or outer product that grew a dimension) before cutting "
+                "the batch."
+            )
         if phase_advice:
             lines.append(phase_advice)
         elif batch and batch > 1:

@@ -328,3 +328,30 @@ def _model_parallel_split(param: str, checkpoint_shape: str, model_shape: str) -
         return None
     ratio = whole // part
     return ratio if ratio in (2, 4, 8, 16, 32, 64) else None
+
+
+def ddp_twice(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """DDP saw a gradient twice: reentrant checkpointing first where the log shows checkpointing,
+    a parameter used twice in one backward first where it does not."""
+    reentrant = (
+        "Use non-reentrant activation checkpointing (torch >= 1.11): "
+        "torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False); with transformers, "
+        'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": '
+        'False}) or TrainingArguments(gradient_checkpointing_kwargs={"use_reentrant": False}); '
+        "mmcv/mmdet models: with_cp=False."
+    )
+    static = (
+        "If the model's graph is the same every step: DDP(model, static_graph=True) (torch >= "
+        "1.11; Trainer: ddp_find_unused_parameters=False), and drop find_unused_parameters=True "
+        "unless a parameter really goes unused."
+    )
+    if facts.get("checkpointing_evidence"):
+        return {"ddp_twice_first": reentrant, "ddp_twice_second": static}
+    twice = (
+        "The log shows no activation checkpointing: a parameter took part twice in one backward "
+        "(a module called twice in forward, weights shared between branches, two forward passes "
+        "before one backward, or a parameter used in some steps and not in others). " + static
+    )
+    return {"ddp_twice_first": twice, "ddp_twice_second": reentrant}
