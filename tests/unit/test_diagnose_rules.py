@@ -257,10 +257,10 @@ def test_a_cuda_9_driver_gets_a_wheel_that_runs_on_it():
 
 def test_a_traceback_cut_before_its_header_still_shows_the_failure():
     """A paste that starts inside the traceback (frame lines, no "Traceback (most recent call
-    last)") is a failure all the same: with no known cause its first error is quoted, not
-    "No failure cause found" (tamakoji/pytorch-syncbn#4, an in-place autograd error)."""
+    last)") is a failure all the same: its error is quoted, and named since the in-place autograd
+    error has a cause of its own (tamakoji/pytorch-syncbn#4)."""
     result = diagnose.diagnose_paths([LOGS / "outside/pytorch-syncbn-4-inplace-cut-traceback.log"])
-    assert result.root is None
+    assert result.root is not None and result.root.cause == "inplace_modified_for_grad"
     assert result.first_error is not None
     assert "modified by an inplace operation" in result.first_error.text
 

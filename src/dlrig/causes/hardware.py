@@ -99,4 +99,16 @@ CAUSES: tuple[Cause, ...] = (
         "the best settings.",
         crashes=False,
     ),
+    Cause(
+        "kernel_resources_exceeded",
+        "A GPU kernel asked for more resources than the GPU has",
+        "A kernel's launch needs more shared memory, registers or threads per block than this "
+        "GPU provides: a Triton kernel tuned for a larger GPU (A100 and H100 have 164-227 KiB of "
+        "shared memory per block, most others 48-100 KiB), or a CUDA extension built in debug "
+        "mode or for another architecture using more registers than its block size allows.",
+        "Triton: update the library (newer releases carry configurations for smaller GPUs), use "
+        "its smaller block sizes or fewer num_stages, or drop torch.compile's max-autotune; CUDA "
+        "extensions: rebuild for this GPU (TORCH_CUDA_ARCH_LIST) without -G, or launch fewer "
+        "threads per block.",
+    ),
 )

@@ -279,4 +279,57 @@ CAUSES: tuple[Cause, ...] = (
         "a longer timeout (NCCL_IB_TIMEOUT=22), name the HCAs to use "
         "(NCCL_IB_HCA) and, with GPUDirect RDMA, check that ACS is off on the PCIe switches.",
     ),
+    Cause(
+        "collate_unequal_sizes",
+        "The samples of a batch have different shapes",
+        "The DataLoader's default collate stacks the batch's samples into one tensor, so every "
+        "sample must have the same shape; images of different sizes (a Resize given one int keeps "
+        "the aspect ratio), sequences of different lengths or a varying number of boxes cannot "
+        "be stacked. A batch of one works, which is why it fails only from batch size 2.",
+        "Give every sample one shape: Resize((H, W)) or a crop in the transform, padding in a "
+        "collate_fn (pad_sequence, a tokenizer with padding=True, DataCollatorWithPadding), or a "
+        "collate_fn that returns a list for targets of varying size (detection boxes).",
+    ),
+    Cause(
+        "backward_graph_freed",
+        "Backward ran through a graph whose saved tensors were already freed",
+        "backward() frees the graph's saved tensors; a second backward through any part of it "
+        "fails. Usually a tensor from an earlier step is part of this step's graph (an RNN's "
+        "hidden state, a running loss, a memory bank or EMA, a value computed once outside the "
+        "loop), or the code calls backward twice on one forward.",
+        "Detach what carries over between steps (h = h.detach(); total += loss.item()), compute "
+        "inside the loop what the loss depends on, one backward per forward; retain_graph=True "
+        "only where two backward passes over one graph are meant.",
+    ),
+    Cause(
+        "inplace_modified_for_grad",
+        "A tensor autograd saved was changed in place",
+        "Autograd saved a tensor for the backward pass and the code then changed it in place "
+        "(x += y, x[idx] = v, an nn.ReLU(inplace=True), an optimizer step between a forward and "
+        "its backward, as in GAN loops): its version counter moved on, so the gradient would be "
+        "wrong.",
+        "Find the op with torch.autograd.set_detect_anomaly(True) and make it out of place "
+        "(x = x + y, inplace=False, x = x.clone() before writing into it); in a GAN, step the "
+        "optimizer after every backward that needs the old weights, or detach.",
+    ),
+    Cause(
+        "quantized_model_moved",
+        "A bitsandbytes-quantized model was moved with .to() or .cuda()",
+        "A model loaded in 4 or 8 bit is placed on its devices when it is loaded; transformers "
+        "and diffusers refuse .to()/.cuda() on it (older bitsandbytes and accelerate cannot move "
+        "quantized weights at all).",
+        "Load it where it runs (device_map={'': 0} or 'auto') and drop .to(device)/.cuda() on the "
+        "model or pipeline; where the message asks for it, upgrade bitsandbytes (>= 0.43.2) or "
+        "accelerate.",
+    ),
+    Cause(
+        "safetensors_shared_tensors",
+        "safetensors refused to save tensors that share memory",
+        "safetensors stores each tensor once and will not save two names for one storage (tied "
+        "input and output embeddings, a module registered twice, a view of another weight) "
+        "through save_file.",
+        "Save with safetensors.torch.save_model(model, path) (load with load_model), or let "
+        "transformers save it (save_pretrained handles the weights it knows are tied; otherwise "
+        "safe_serialization=False, or Trainer's save_safetensors=False).",
+    ),
 )

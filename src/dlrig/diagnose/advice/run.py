@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from dlrig.diagnose.advice.figures import DOUBT
 from dlrig.machine.model import Machine
 
 
@@ -355,3 +356,28 @@ def ddp_twice(
         "before one backward, or a parameter used in some steps and not in others). " + static
     )
     return {"ddp_twice_first": twice, "ddp_twice_second": reentrant}
+
+
+def inplace(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    grad_fn = groups.get("grad_fn")
+    return {"grad_fn_hint": f" (here the output of {grad_fn})" if grad_fn else ""}
+
+
+def shared_tensors(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    shared = groups.get("shared")
+    return {"shared_note": f": {shared}" if shared else ""}
+
+
+def collate(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    if facts.get("dataloader_evidence"):
+        return {}
+    return {
+        DOUBT: "the log shows no DataLoader frame, so the stack may be the program's own (every "
+        "tensor it stacks must have one shape)"
+    }
