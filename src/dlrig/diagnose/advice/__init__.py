@@ -35,7 +35,6 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "ddp_unused_parameters": ("run", "ddp_unused"),
     "ddp_reentrant_checkpointing": ("run", "ddp_twice"),
     "inplace_modified_for_grad": ("run", "inplace"),
-    "collate_unequal_sizes": ("run", "collate"),
     "safetensors_shared_tensors": ("run", "shared_tensors"),
     "host_alloc_refused": ("memory", "host_alloc"),
     "nccl_system_error": ("run", "nccl_system"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-from dlrig.diagnose.advice.figures import DOUBT
 from dlrig.machine.model import Machine
 
 
@@ -370,14 +369,3 @@ def shared_tensors(
 ) -> dict[str, str]:
     shared = groups.get("shared")
     return {"shared_note": f": {shared}" if shared else ""}
-
-
-def collate(
-    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
-) -> dict[str, str]:
-    if facts.get("dataloader_evidence"):
-        return {}
-    return {
-        DOUBT: "the log shows no DataLoader frame, so the stack may be the program's own (every "
-        "tensor it stacks must have one shape)"
-    }
