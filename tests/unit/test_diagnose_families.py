@@ -200,9 +200,9 @@ FAMILIES = [
         "without access to the host's GPUs",
     ),
     (
-        "python_package_missing/sssegmentation-18-no-module-mmcv-ops.log",
-        "python_package_missing",
-        "python_package_missing.mmcv_ops",
+        "extension_not_built/sssegmentation-18-no-module-mmcv-ops.log",
+        "extension_not_built",
+        "extension_not_built.mmcv_ops",
         "mmcv.ops",
     ),
 ]

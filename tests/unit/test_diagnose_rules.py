@@ -1007,3 +1007,14 @@ def test_vllm_kv_cache_at_a_high_share_does_not_ask_for_more() -> None:
     assert root is not None and root.cause == "cuda_oom"
     assert root.fixes[0].startswith("gpu_memory_utilization is already 0.97")
     assert "enforce_eager=True" in root.fixes[0]
+
+
+def test_a_missing_driver_explains_an_extension_reported_as_not_built() -> None:
+    """Horovod says "Extension horovod.torch has not been built" for any extension that fails
+    to load; in a container without the NVIDIA driver the driver is the root (the maintainer's
+    answer; eighth symptom sample, judged right before extension_not_built existed)."""
+    result = diagnose.diagnose_paths(
+        [LOGS / "no_nvidia_driver/once-for-all-19-horovod-not-built-without-driver.log"]
+    )
+    assert result.root is not None and result.root.cause == "no_nvidia_driver"
+    assert any(f.cause == "extension_not_built" for f in result.causes)

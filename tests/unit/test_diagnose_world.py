@@ -296,11 +296,13 @@ def test_the_sixth_fresh_blind_set():
     code objects", Paddle's old cuDNN header check, Python's bare MemoryError while saving, a
     keyword a library's function does not take as a possible version break, host-side asserts
     kept apart from device asserts). One outside row was relabelled (2026-12-07): a script
-    written for torch 1.x's launcher under torch 2.0 (--local-rank) is package_api_mismatch.
+    written for torch 1.x's launcher under torch 2.0 (--local-rank) is package_api_mismatch;
+    a second when extension_not_built was added (eighth symptom sample): detectron2 run from
+    its source checkout without being built ("cannot import name '_C' from 'detectron2'").
     What follows is the floor, not blind."""
     right, inside, confident, outside = _blind_set(FRESH6, "sixth")
-    assert (inside, inside + outside) == (18, 40)
-    assert right >= 17 and confident <= 1
+    assert (inside, inside + outside) == (19, 40)
+    assert right >= 18 and confident <= 1
 
 
 FRESH8 = LOGS / "fresh8"
@@ -513,8 +515,8 @@ def test_killed_in_the_users_language_is_a_sigkill(tmp_path):
 def test_a_missing_compiled_module_is_installed_the_way_its_table_row_says():
     # NVIDIA/apex#1208: apex installed without its CUDA extensions lacks amp_C; the PyPI
     # package named apex is another project, so the fix is the source build the row names
-    root = _root("python_package_missing/apex-1208-no-module-amp-c.log")
-    assert root.cause == "python_package_missing" and root.confidence >= CONFIDENT
+    root = _root("extension_not_built/apex-1208-no-module-amp-c.log")
+    assert root.cause == "extension_not_built" and root.confidence >= CONFIDENT
     assert "--cuda_ext" in root.fixes[0] and "git+https://github.com/NVIDIA/apex" in root.fixes[0]
     assert "pip install amp" not in root.fixes[0]
 

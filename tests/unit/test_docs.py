@@ -113,6 +113,12 @@ def test_cause_vocabulary_is_complete():
         "kernel_resources_exceeded",
         "quantized_model_moved",
         "safetensors_shared_tensors",
+        "dataset_file_unreadable",
+        "coco_results_mismatch",
+        "lightning_hparams_not_saved",
+        "torchscript_unsupported",
+        "tensorrt_op_unsupported",
+        "extension_not_built",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

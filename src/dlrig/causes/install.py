@@ -311,4 +311,15 @@ CAUSES: tuple[Cause, ...] = (
         "WSL2 for NCCL); USE_LIBUV=0 before torchrun on Windows; a CUDA build of torch for NCCL; "
         "a one-GPU run needs no process group at all.",
     ),
+    Cause(
+        "extension_not_built",
+        "The package is installed without its compiled extension",
+        "The package's Python files are there but its C++/CUDA extension is not: it was built "
+        "from source without the compiler, CUDA toolkit or flag the extension needs (the build "
+        "then skips it quietly), or the code runs from the package's source folder, which shadows "
+        "the installed build.",
+        "Reinstall it so that the extension builds, and read the build's output (Horovod: "
+        "HOROVOD_WITH_PYTORCH=1 makes a failed build an error); run from outside the source "
+        "folder, or build it in place (pip install -e .).",
+    ),
 )

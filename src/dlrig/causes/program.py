@@ -280,17 +280,6 @@ CAUSES: tuple[Cause, ...] = (
         "(NCCL_IB_HCA) and, with GPUDirect RDMA, check that ACS is off on the PCIe switches.",
     ),
     Cause(
-        "collate_unequal_sizes",
-        "The samples of a batch have different shapes",
-        "The DataLoader's default collate stacks the batch's samples into one tensor, so every "
-        "sample must have the same shape; images of different sizes (a Resize given one int keeps "
-        "the aspect ratio), sequences of different lengths or a varying number of boxes cannot "
-        "be stacked. A batch of one works, which is why it fails only from batch size 2.",
-        "Give every sample one shape: Resize((H, W)) or a crop in the transform, padding in a "
-        "collate_fn (pad_sequence, a tokenizer with padding=True, DataCollatorWithPadding), or a "
-        "collate_fn that returns a list for targets of varying size (detection boxes).",
-    ),
-    Cause(
         "backward_graph_freed",
         "Backward ran through a graph whose saved tensors were already freed",
         "backward() frees the graph's saved tensors; a second backward through any part of it "
@@ -321,15 +310,5 @@ CAUSES: tuple[Cause, ...] = (
         "Load it where it runs (device_map={'': 0} or 'auto') and drop .to(device)/.cuda() on the "
         "model or pipeline; where the message asks for it, upgrade bitsandbytes (>= 0.43.2) or "
         "accelerate.",
-    ),
-    Cause(
-        "safetensors_shared_tensors",
-        "safetensors refused to save tensors that share memory",
-        "safetensors stores each tensor once and will not save two names for one storage (tied "
-        "input and output embeddings, a module registered twice, a view of another weight) "
-        "through save_file.",
-        "Save with safetensors.torch.save_model(model, path) (load with load_model), or let "
-        "transformers save it (save_pretrained handles the weights it knows are tied; otherwise "
-        "safe_serialization=False, or Trainer's save_safetensors=False).",
     ),
 )

@@ -485,3 +485,13 @@ def _newer(a: str, b: str) -> bool:
         return tuple(int(x) for x in v.split("."))
 
     return key(a) > key(b)
+
+
+def extension(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """A compiled module dlrig's table knows (apex's amp_C): the build its row names."""
+    known, _ = extensions.known_module(groups.get("extension", ""))
+    if known is None or not known.install:
+        return {}
+    return {"extension_advice": known.install[0].upper() + known.install[1:] + "."}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from dlrig.diagnose.advice.figures import DOUBT
 from dlrig.machine.model import Machine
 
 
@@ -369,3 +370,24 @@ def shared_tensors(
 ) -> dict[str, str]:
     shared = groups.get("shared")
     return {"shared_note": f": {shared}" if shared else ""}
+
+
+def lightning_hparams(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """The missing __init__ arguments as keyword arguments for load_from_checkpoint; without a
+    load_from_checkpoint frame the TypeError may be any constructor's."""
+    names = re.findall(r"'(\w+)'", groups.get("args", ""))
+    out = {"args_call": ", ".join(f"{name}=..." for name in names) or "the missing arguments"}
+    if not facts.get("lightning_load_evidence"):
+        out[DOUBT] = (
+            "the log shows no load_from_checkpoint, so this may be any class built without the "
+            "arguments its __init__ requires"
+        )
+    return out
+
+
+def tensorrt_op(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    return {"op": groups.get("op") or "the operator"}
