@@ -1018,3 +1018,96 @@ def test_a_missing_driver_explains_an_extension_reported_as_not_built() -> None:
     )
     assert result.root is not None and result.root.cause == "no_nvidia_driver"
     assert any(f.cause == "extension_not_built" for f in result.causes)
+
+
+@pytest.mark.parametrize(
+    ("log", "cause", "confident", "says"),
+    [
+        # MPS's word for an operand left on the CPU
+        (
+            "tensors_on_mixed_devices/Dreambooth-Stable-Diffusion-51-mps-placeholder-storage.log",
+            "tensors_on_mixed_devices",
+            True,
+            "",
+        ),
+        # transformers' quantizer: the model does not fit, so accelerate put part of it on the CPU
+        (
+            "cuda_oom/unsloth-1629-quantized-model-dispatched-to-cpu.log",
+            "cuda_oom",
+            True,
+            "llm_int8_enable_fp32_cpu_offload",
+        ),
+        # fairseq's own OOM line, cut where the paste ends
+        (
+            "cuda_oom/fairseq-708-fairseq-ran-out-of-memory-with-exception-cut.log",
+            "cuda_oom",
+            True,
+            "",
+        ),
+        # setuptools 70 removed pkg_resources.packaging (the quote cut before its end)
+        (
+            "package_api_mismatch/nerfstudio-3215-setuptools70-pkg-resources-packaging-cut.log",
+            "package_api_mismatch",
+            True,
+            "setuptools<70",
+        ),
+        # datasets 4.0 runs no loading scripts
+        (
+            "package_api_mismatch/transformers-40977-datasets4-no-loading-scripts.log",
+            "package_api_mismatch",
+            True,
+            "datasets<4.0",
+        ),
+        # the compiler killed while it built an extension
+        (
+            "cpu_oom_killed/SparseOcc-16-compiler-killed-cc1plus.log",
+            "cpu_oom_killed",
+            True,
+            "MAX_JOBS",
+        ),
+        # huggingface_hub's id check of a path that does not exist
+        (
+            "hub_access_denied/sglang-302-hfvalidationerror-repo-id.log",
+            "hub_access_denied",
+            True,
+            "",
+        ),
+        # xFormers names the torch it was built for: that build, from one index (a quoted paste)
+        (
+            "cpu_only_torch/mistral-inference-59-xformers-built-for-quoted-paste.log",
+            "cpu_only_torch",
+            True,
+            "torch 2.1.0 with cu121",
+        ),
+        # "failed or timed out" with no timeout shown: the thread's answer was InfiniBand
+        (
+            "nccl_timeout/nanoGPT-55-failed-or-timed-out-without-timeout.log",
+            "nccl_timeout",
+            False,
+            "no timeout",
+        ),
+        # a 280-byte map refused for lack of memory: the map count, not /dev/shm's size
+        (
+            "shm_too_small/SlowFast-473-tiny-mmap-enomem.log",
+            "shm_too_small",
+            False,
+            "max_map_count",
+        ),
+        # no GPU in a CPU notebook runtime: run on the CPU
+        (
+            "gpu_index_out_of_range/detectron2-3888-no-cuda-gpus-cpu-runtime.log",
+            "gpu_index_out_of_range",
+            True,
+            "cfg.MODEL.DEVICE = 'cpu'",
+        ),
+    ],
+)
+def test_answers_from_the_ninth_symptom_sample(
+    log: str, cause: str, confident: bool, says: str
+) -> None:
+    """From the ninth symptom sample's audits (287 excerpts of 60 mostly plain-language queries,
+    2026-12-07): misses whose cause is in the vocabulary, and answers judged wrong or doubtful."""
+    root = diagnose.diagnose_paths([LOGS / log]).root
+    assert root is not None and root.cause == cause
+    assert (root.confidence >= 0.5) == confident
+    assert says in root.explanation + " " + " ".join(root.fixes)

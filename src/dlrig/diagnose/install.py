@@ -238,6 +238,24 @@ def for_companions(machine: Machine | None, torch_cuda: str | None) -> str:
     )
 
 
+def for_build(machine: Machine | None, version: str, variant: str) -> str | None:
+    """The torch build an extension was compiled for ("PyTorch 2.1.2+cu121"), from one index."""
+    found = resolve(
+        Request(
+            compute_capabilities=_capabilities(machine),
+            torch_version=version,
+            torch_exact=True,
+            cuda_variant=variant,
+        )
+    )
+    if found.install is None or found.install.cuda_variant != variant:
+        return None
+    return (
+        f"Install the build it was compiled for, torch {version} with {variant}: pip uninstall -y "
+        f"torch torchvision torchaudio && {found.install.pip_command()}"
+    )
+
+
 def for_cpu_only(machine: Machine | None) -> str:
     """cpu_only_torch: a CUDA build the machine's driver runs."""
     installed, _ = _torch(machine)

@@ -39,6 +39,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "safetensors_shared_tensors": ("run", "shared_tensors"),
     "lightning_hparams_not_saved": ("run", "lightning_hparams"),
     "tensorrt_op_unsupported": ("run", "tensorrt_op"),
+    "shm_too_small": ("run", "shm"),
     "host_alloc_refused": ("memory", "host_alloc"),
     "nccl_system_error": ("run", "nccl_system"),
     "tf_gpu_libraries_missing": ("install", "tf_libraries"),

@@ -113,6 +113,12 @@ def companions(
 def cpu_only(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
+    built = re.fullmatch(r"(\d+\.\d+\.\d+)\+(cu\d{3,4})", groups.get("built", ""))
+    if built:
+        # xFormers names the CUDA torch it was compiled for: that build, not the newest
+        exact = install.for_build(machine, built.group(1), built.group(2))
+        if exact:
+            return {"cpu_only_advice": exact}
     return {"cpu_only_advice": install.for_cpu_only(machine)}
 
 

@@ -38,6 +38,13 @@ def nccl_timeout(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     out = {"op": groups.get("op", "collective")}
+    if facts.get("nccl_failed_line") and not facts.get("timeout_evidence"):
+        # ProcessGroupNCCL says "failed or timed out" for both: without the watchdog's timeout
+        # line, a collective that failed (a transport error, a rank that died) reads the same
+        out[DOUBT] = (
+            "the log shows NCCL operations that failed or timed out, and no timeout: a failed "
+            "collective (a network or transport error, a rank that died) reads the same"
+        )
     timeout = groups.get("timeout_ms")
     if timeout and timeout.isdigit():
         out["timeout_ms"] = timeout
@@ -391,3 +398,20 @@ def tensorrt_op(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     return {"op": groups.get("op") or "the operator"}
+
+
+def shm(groups: dict[str, str], facts: dict[str, str], machine: Machine | None) -> dict[str, str]:
+    """A tiny shared-memory map refused with ENOMEM is a limit on mappings, not /dev/shm's size."""
+    size = groups.get("mmap_bytes", "")
+    if not (groups.get("enomem") and size.isdigit() and int(size) < 1 << 20):
+        return {}
+    return {
+        "shm_map_advice": (
+            f"A map of {int(size):,} bytes was refused with 'Cannot allocate memory': that is the "
+            "number of memory maps (vm.max_map_count, 65530 by default; each shared tensor "
+            "takes one) or the process's memory limit, not /dev/shm's size. Check sysctl "
+            "vm.max_map_count and raise it (sudo sysctl -w vm.max_map_count=1048576), send fewer, "
+            "larger tensors between processes, and check ulimit -v and the container's memory."
+        ),
+        DOUBT: f"a map of {int(size):,} bytes refused for lack of memory is rarely /dev/shm's size",
+    }
