@@ -363,8 +363,10 @@ def test_the_tenth_fresh_blind_set():
     tell apart), and CUTLASS's "FATAL: this function is for sm80, but was built for sm750"
     (xFormers without kernels for the GPU), now read. The floor, not blind."""
     right, inside, confident, outside = _blind_set(FRESH10, "tenth")
-    assert (inside, outside) == (11, 9)
-    assert right >= 9
+    # one row relabelled when inference_tensor_in_autograd was added (ninth symptom sample): an
+    # export under torch 1.9's inference mode, fixed by torch.no_grad, that cause's first fix
+    assert (inside, outside) == (12, 8)
+    assert right >= 10
     # 2 since inplace_modified_for_grad (eighth symptom sample): graphs4mer#6's in-place error
     # came from a torch_geometric release (downgrading it fixed it); named as the in-place
     # modification it is, with "a library's own code: pin the release that worked" among the

@@ -75,4 +75,14 @@ CAUSES: tuple[Cause, ...] = (
         "transformers save it (save_pretrained handles the weights it knows are tied; otherwise "
         "safe_serialization=False, or Trainer's save_safetensors=False).",
     ),
+    Cause(
+        "onnxruntime_op_unsupported",
+        "ONNX Runtime has no kernel for an operator of the model",
+        "The exported graph has an operator, opset or input type for which this ONNX Runtime "
+        "build (or its execution provider) has no implementation: a newer opset than the runtime "
+        "knows, a float16 or int type the kernel lacks, a custom or contrib op.",
+        "Export with an opset and types the runtime supports (torch.onnx.export(..., "
+        "opset_version=17), float32 inputs), upgrade onnxruntime, or run the node on another "
+        "execution provider.",
+    ),
 )

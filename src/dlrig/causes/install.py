@@ -322,4 +322,15 @@ CAUSES: tuple[Cause, ...] = (
         "HOROVOD_WITH_PYTORCH=1 makes a failed build an error); run from outside the source "
         "folder, or build it in place (pip install -e .).",
     ),
+    Cause(
+        "torch_wheel_unavailable",
+        "pip finds no torch wheel for this Python, platform or version",
+        "PyPI and download.pytorch.org publish torch wheels for some Python releases, platforms "
+        "and versions only: a Python newer than the torch release (or 32-bit Python), a version "
+        "pin that never existed, or a +cuXXX build asked of PyPI (CUDA variants live on "
+        "download.pytorch.org's indexes) finds nothing to install.",
+        "Install a torch release that supports this Python (or a Python the pinned release "
+        "supports, e.g. with conda or uv), from the index of its CUDA variant: `dlrig provision "
+        "env` writes one that resolves.",
+    ),
 )

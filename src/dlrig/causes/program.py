@@ -311,4 +311,33 @@ CAUSES: tuple[Cause, ...] = (
         "model or pipeline; where the message asks for it, upgrade bitsandbytes (>= 0.43.2) or "
         "accelerate.",
     ),
+    Cause(
+        "view_noncontiguous",
+        "view() on a tensor whose memory layout it cannot reinterpret",
+        "Tensor.view only relabels the existing memory, so it needs a layout where the new shape "
+        "fits the strides: after transpose, permute, expand or some slices the tensor is not "
+        "contiguous. Code written for an older torch, where an op returned a contiguous result, "
+        "fails this way on a newer one.",
+        "Use .reshape(...) (it copies only when it must) or .contiguous().view(...) at the line "
+        "the traceback shows.",
+    ),
+    Cause(
+        "index_dtype_invalid",
+        "An index tensor has the wrong dtype",
+        "Embedding lookups, index_select, gather, scatter and indexing take integer (int64) "
+        "indices; a float, half or int32 tensor (labels read as float, token ids cast with the "
+        "model to fp16, a numpy int32 array) is refused.",
+        "Cast the indices to long where they are made: ids.long(), labels.to(torch.int64), "
+        "torch.as_tensor(array, dtype=torch.long); keep them out of model.half()/autocast casts.",
+    ),
+    Cause(
+        "inference_tensor_in_autograd",
+        "A tensor made under inference mode was used for training",
+        "Tensors created inside torch.inference_mode() (Lightning's predict and test, a "
+        "generation or evaluation helper, a cached embedding) can never join an autograd graph "
+        "or be changed in place outside it; a training step that saves one for backward fails.",
+        "Create the tensors the training step uses outside inference mode (torch.no_grad() "
+        "instead where gradients are not needed, Lightning: Trainer(inference_mode=False)), or "
+        "clone them before use: x = x.clone().",
+    ),
 )

@@ -230,6 +230,23 @@ def torch_python(torch_minor: str) -> tuple[str, str, str] | None:
     return _torch_python().get(torch_minor)
 
 
+def torch_releases_for_python(python: str) -> list[str]:
+    """The torch releases (minors, oldest first) with wheels for this Python ("3.13")."""
+
+    def key(version: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in version.split("."))
+
+    wanted = key(python)
+    return sorted(
+        (
+            torch
+            for torch, (low, high, _) in _torch_python().items()
+            if key(low) <= wanted <= key(high)
+        ),
+        key=key,
+    )
+
+
 @dataclass(frozen=True)
 class ImagePython:
     image_os: str  # "ubuntu24.04": the nvidia/cuda OS suffix

@@ -40,6 +40,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "lightning_hparams_not_saved": ("run", "lightning_hparams"),
     "tensorrt_op_unsupported": ("run", "tensorrt_op"),
     "shm_too_small": ("run", "shm"),
+    "torch_wheel_unavailable": ("install", "torch_wheel"),
     "host_alloc_refused": ("memory", "host_alloc"),
     "nccl_system_error": ("run", "nccl_system"),
     "tf_gpu_libraries_missing": ("install", "tf_libraries"),

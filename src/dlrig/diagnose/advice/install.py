@@ -8,7 +8,7 @@ import re
 
 from dlrig.diagnose import install
 from dlrig.diagnose.advice.figures import DOUBT
-from dlrig.knowledge import extensions, rocm
+from dlrig.knowledge import extensions, provision, rocm
 from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.machine.model import Machine
 
@@ -501,3 +501,23 @@ def extension(
     if known is None or not known.install:
         return {}
     return {"extension_advice": known.install[0].upper() + known.install[1:] + "."}
+
+
+def torch_wheel(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """The torch releases with wheels for the Python the log shows."""
+    python = facts.get("python_version")
+    if not python:
+        return {}
+    releases = provision.torch_releases_for_python(python)
+    if not releases:
+        return {
+            "torch_wheel_advice": f"No torch release dlrig knows has wheels for Python {python}: "
+            "use a Python that torch supports (3.10 to 3.13 for current releases)."
+        }
+    return {
+        "torch_wheel_advice": f"This is Python {python}: torch {releases[0]} to {releases[-1]} "
+        f"publish wheels for it; pin one of those, or use a Python that the version you need "
+        "supports (conda or uv can install it beside this one)."
+    }
