@@ -23,6 +23,9 @@ MAX_LINE_CHARS = 4096  # each side of an anchor
 # A line shorter than this was not wrapped by a paste or terminal (they wrap at 80 columns or
 # wider): only longer lines are tried joined to the next when a pattern fails.
 WRAP_MIN_CHARS = 60
+# How many distinct lines that gave nothing are remembered (a log that repeats one warning every
+# step would otherwise have each copy examined against every signature).
+BARREN_LINES = 4096
 # A signature tried across wraps this often in one input without a match stops being tried: a
 # log that repeats an anchored line (an overflow message on every step) would otherwise pay the
 # second match on each of them.
@@ -148,6 +151,7 @@ class Scanner:
         self.found = ScanResult(markers={m.id: 0 for m in signature_set.markers})
         self._fact_rank: dict[str, int] = {}  # index of the pattern that gave each fact
         self._wrap_tries: dict[tuple[str, str], int] = {}  # (input, signature id) -> failed joins
+        self._barren: set[bytes] = set()  # lines that matched an anchor and gave nothing
         self._streams: dict[str, _Stream] = {}
         self._current = "<input>"
         self._count = _count_newlines  # numpy's, once an input fills a whole chunk
@@ -258,14 +262,21 @@ class Scanner:
         self, source: str, buffer: bytearray, start: int, position: int, line: int
     ) -> None:
         end = self._line_end(buffer, position)
-        raw = buffer[start:end].decode("utf-8", errors="replace")
-        text, rank = clean_line(raw)
+        line_bytes = bytes(buffer[start:end])
+        if line_bytes in self._barren:
+            return  # the same line said nothing before (a warning a run repeats every step)
+        text, rank = clean_line(line_bytes.decode("utf-8", errors="replace"))
         if rank is None:
             rank = rank_in_text(text)
         lowered = text.lower()
         found_so_far = self.found
+        # A line that adds nothing (no marker, finish, fact or match) is remembered and skipped
+        # when it comes again, unless what it gave depended on the lines around it (a windowed
+        # signature's anchor, a try at joining a wrapped line).
+        barren = True
         for marker_id, anchors in self._marker_lowered:
             if any(anchor in lowered for anchor in anchors):
+                barren = False
                 found_so_far.markers[marker_id] += 1
                 if source not in found_so_far.first_errors and STATES_ERROR.search(text):
                     found_so_far.first_errors[source] = (line, text.strip()[:400], rank)
@@ -273,13 +284,18 @@ class Scanner:
             if any(anchor in lowered for anchor in anchors) and any(
                 p.search(text) for p in finish.patterns
             ):
+                barren = False
                 found_so_far.finishes.append((source, line, finish.id))
         for fact, anchors in self._facts:
-            if any(anchor in lowered for anchor in anchors):
-                self._read_fact(fact.id, fact.patterns, text)
+            if any(anchor in lowered for anchor in anchors) and self._read_fact(
+                fact.id, fact.patterns, text
+            ):
+                barren = False
         for signature, anchors in self._lowered:
             if not any(anchor in lowered for anchor in anchors):
                 continue
+            if signature.window:
+                barren = False
             subject = text
             if signature.window:
                 subject = self._with_following(buffer, end, text, signature.window)
@@ -287,11 +303,13 @@ class Scanner:
             if found is None and not signature.window and len(text) >= WRAP_MIN_CHARS:
                 tried = (source, signature.id)
                 if self._wrap_tries.get(tried, 0) < WRAP_TRIES:
+                    barren = False
                     found, subject = self._across_wrap(signature, buffer, end, text)
                     if found is None:
                         self._wrap_tries[tried] = self._wrap_tries.get(tried, 0) + 1
             if found is None:
                 continue
+            barren = False
             values = {k: v for k, v in found.groupdict().items() if v}
             if signature.fields:
                 for key, value in signature.read_fields(subject).items():
@@ -301,16 +319,20 @@ class Scanner:
             if hit is None:
                 hit = found_so_far.hits[signature.id] = Hit(signature)
             hit.add(source, line, text, found, values, rank)
+        if barren and len(self._barren) < BARREN_LINES:
+            self._barren.add(line_bytes)
 
-    def _read_fact(self, fact_id: str, patterns: tuple[re.Pattern[str], ...], text: str) -> None:
-        """Keep the value of the most specific pattern seen (its index is its rank)."""
+    def _read_fact(self, fact_id: str, patterns: tuple[re.Pattern[str], ...], text: str) -> bool:
+        """Keep the value of the most specific pattern seen (its index is its rank); True when
+        this line gave it."""
         best = self._fact_rank.get(fact_id, len(patterns))
         for index, pattern in enumerate(patterns[:best]):
             found = pattern.search(text)
             if found:
                 self.found.facts.update({k: v for k, v in found.groupdict().items() if v})
                 self._fact_rank[fact_id] = index
-                return
+                return True
+        return False
 
     def _across_wrap(
         self, signature: Any, buffer: bytearray, end: int, text: str
