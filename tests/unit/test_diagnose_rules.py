@@ -1111,3 +1111,28 @@ def test_answers_from_the_ninth_symptom_sample(
     assert root is not None and root.cause == cause
     assert (root.confidence >= 0.5) == confident
     assert says in root.explanation + " " + " ".join(root.fixes)
+
+
+def test_a_repeated_line_is_read_the_same_every_time() -> None:
+    """Lines that matched an anchor and gave nothing are skipped when they repeat (speed); lines
+    that matched a signature or a marker still count every time. The log is the corpus's
+    fairseq thread with its warning and error lines repeated."""
+    log = (
+        LOGS / "cuda_oom/fairseq-708-fairseq-ran-out-of-memory-with-exception-cut.log"
+    ).read_text(encoding="utf-8")
+    once = diagnose.diagnose_text(log)
+    thrice = diagnose.diagnose_text(log * 3)
+    assert once.root is not None and thrice.root is not None
+    assert thrice.root.cause == once.root.cause
+    assert thrice.lines == 3 * once.lines
+    # the scanner's own record: every repeat of the matching line is evidence again
+    from dlrig.diagnose.scanner import Scanner
+    from dlrig.knowledge import signatures as signature_knowledge
+
+    def hits(text: str) -> int:
+        scanner = Scanner(signature_knowledge.load())
+        scanner.start("log")
+        scanner.feed(text.encode())
+        return sum(h.count for h in scanner.close().hits.values())
+
+    assert hits(log * 3) == 3 * hits(log)
