@@ -1028,7 +1028,7 @@ def test_a_missing_driver_explains_an_extension_reported_as_not_built() -> None:
             "tensors_on_mixed_devices/Dreambooth-Stable-Diffusion-51-mps-placeholder-storage.log",
             "tensors_on_mixed_devices",
             True,
-            "",
+            "one device",
         ),
         # transformers' quantizer: the model does not fit, so accelerate put part of it on the CPU
         (
@@ -1042,7 +1042,7 @@ def test_a_missing_driver_explains_an_extension_reported_as_not_built() -> None:
             "cuda_oom/fairseq-708-fairseq-ran-out-of-memory-with-exception-cut.log",
             "cuda_oom",
             True,
-            "",
+            "Halve the per-GPU batch",
         ),
         # setuptools 70 removed pkg_resources.packaging (the quote cut before its end)
         (
@@ -1070,7 +1070,7 @@ def test_a_missing_driver_explains_an_extension_reported_as_not_built() -> None:
             "hub_access_denied/sglang-302-hfvalidationerror-repo-id.log",
             "hub_access_denied",
             True,
-            "",
+            "Check the id or path: 'TheBloke/Mistral-7B-v0.1-GPTQ:gptq-4bit-32g-actorder_True'",
         ),
         # xFormers names the torch it was built for: that build, from one index (a quoted paste)
         (
@@ -1136,3 +1136,13 @@ def test_a_repeated_line_is_read_the_same_every_time() -> None:
         return sum(h.count for h in scanner.close().hits.values())
 
     assert hits(log * 3) == 3 * hits(log)
+
+
+def test_the_in_place_error_names_the_op_finder_without_its_grad_fn() -> None:
+    """torch's message names the backward function only in some releases; the anomaly-mode fix
+    comes either way (a reviewer found it dropped when the name was absent)."""
+    root = diagnose.diagnose_paths(
+        [LOGS / "inplace_modified_for_grad/imgclsmob-13-inplace-relu-xception.log"]
+    ).root
+    assert root is not None and root.cause == "inplace_modified_for_grad"
+    assert root.fixes[0].startswith("Find the op: torch.autograd.set_detect_anomaly(True)")

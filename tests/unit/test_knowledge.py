@@ -257,3 +257,19 @@ def test_a_console_script_names_the_package_that_installs_it() -> None:
     assert module_of("accelerate") == "accelerate"
     assert module_of("compute-0-1") is None
     assert module_of("ollama") is None
+
+
+def test_the_torch_releases_with_wheels_for_a_python_come_from_the_table() -> None:
+    from dlrig.knowledge import provision
+
+    def key(version: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in version.split("."))
+
+    for python in ("3.9", "3.12", "3.13"):
+        releases = provision.torch_releases_for_python(python)
+        assert releases, python
+        for release in releases:
+            found = provision.torch_python(release)
+            assert found is not None
+            assert key(found[0]) <= key(python) <= key(found[1])
+    assert provision.torch_releases_for_python("2.7") == []

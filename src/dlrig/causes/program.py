@@ -332,7 +332,7 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "inference_tensor_in_autograd",
-        "A tensor made under inference mode was used for training",
+        "A tensor made under inference mode was used outside it",
         "Tensors created inside torch.inference_mode() (Lightning's predict and test, a "
         "generation or evaluation helper, a cached embedding) can never join an autograd graph "
         "or be changed in place outside it; a training step that saves one for backward fails.",

@@ -11,7 +11,7 @@ import gzip
 import io
 import string
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -230,7 +230,7 @@ def _finding(ranked: Ranked, facts: dict[str, str], machine: Machine | None) -> 
     if doubt:
         # the log's own facts do not fit the claim: a possible cause, below the verdict line
         confidence = min(confidence, POSSIBLE_BELOW - 0.05)
-        explanation = f"{explanation or cause.explanation} But {doubt}."
+        explanation = f"Possibly: {explanation or cause.explanation} But {doubt}."
     return Finding.of(
         candidate.cause,
         ranked.role,
@@ -267,6 +267,12 @@ class Session:
         findings = tuple(
             _finding(r, result.facts, self.machine) for r in ranked if r.role != "survived"
         )
+        if findings:
+            # a root its log put in doubt stays first: what ranked after it is not surer of itself
+            ceiling = findings[0].confidence
+            findings = findings[:1] + tuple(
+                replace(f, confidence=min(f.confidence, ceiling)) for f in findings[1:]
+            )
         survived = tuple(
             _finding(r, result.facts, self.machine) for r in ranked if r.role == "survived"
         )

@@ -193,11 +193,17 @@ def _release_span(capability: str) -> str:
     if not supported:
         return ""
     newest, oldest = supported[0], supported[-1]
+    first_known = min(
+        (entry.torch_version for entry in pytorch.arch_lists()),
+        key=lambda v: tuple(int(x) for x in v.split(".")),
+    )
     if newest.torch_version != pytorch.releases()[-1]:
         return (
             f"\n(torch {newest.torch_version} is the last release whose wheels carry kernels "
             f"for it ({newest.cuda_variant}); a newer one will not run on this GPU.)"
         )
+    if oldest.torch_version == first_known:
+        return ""  # every release carries it: the wheel's CUDA variant is what matters here
     return (
         f"\n(torch {oldest.torch_version} with {oldest.cuda_variant} is the first release "
         "whose wheels carry kernels for it: where another package pins an older torch, "

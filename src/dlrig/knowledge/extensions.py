@@ -129,12 +129,13 @@ def python_modules() -> dict[str, PythonModule]:
 
 def command_provider(command: str) -> PythonModule | None:
     """The known package that installs the program `command` (a console script), or None:
-    "torchrun" is torch's, "llamafactory-cli" LLaMA-Factory's, "accelerate" accelerate's."""
+    "torchrun" is torch's, "llamafactory-cli" LLaMA-Factory's, "accelerate" accelerate's; a
+    name that only begins like a package ("torch-model-archiver") is not that package's."""
     table = python_modules()
     for row in table.values():
         if command in row.commands.split():
             return row
-    for name in (command, command.replace("-", "_"), command.split("-")[0]):
+    for name in (command, command.replace("-", "_")):
         if name in table:
             return table[name]
     return None

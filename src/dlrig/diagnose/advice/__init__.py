@@ -1,7 +1,7 @@
 """Fix details computed from the log's own numbers and, when given, the machine's facts.
 
 Signatures' fix templates name variables ({oom_batch_advice}, {driver_advice}, ...); this module
-computes them (by kind: `memory`, `install`, `run`). A variable it cannot compute is left out, and the template line with it is
+computes them (by kind: `memory`, `install`, `packages`, `run`). A variable it cannot compute is left out, and the template line with it is
 dropped rather than printed half-filled. Install commands (a torch wheel, an index, a driver)
 come from `dlrig.diagnose.install`, which asks the resolver.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from dlrig.diagnose.advice import memory, run
+from dlrig.diagnose.advice import memory, packages, run
 from dlrig.diagnose.advice.figures import FIGURE
 from dlrig.machine.model import Machine
 
@@ -30,7 +30,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "nccl_timeout": ("run", "nccl_timeout"),
     "port_in_use": ("run", "port_in_use"),
     "extension_abi_mismatch": ("install", "extension_abi"),
-    "extension_not_built": ("install", "extension"),
+    "extension_not_built": ("packages", "extension"),
     "glibcxx_missing": ("install", "glibcxx"),
     "ld_library_path_shadowing": ("install", "shadowing"),
     "ddp_unused_parameters": ("run", "ddp_unused"),
@@ -45,10 +45,10 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "nccl_system_error": ("run", "nccl_system"),
     "tf_gpu_libraries_missing": ("install", "tf_libraries"),
     "jax_cuda_backend_failed": ("install", "jax_component"),
-    "python_package_missing": ("install", "module_missing"),
-    "os_library_missing": ("install", "os_library"),
-    "package_api_mismatch": ("install", "api_mismatch"),
-    "local_file_shadows_package": ("install", "shadow_file"),
+    "python_package_missing": ("packages", "module_missing"),
+    "os_library_missing": ("packages", "os_library"),
+    "package_api_mismatch": ("packages", "api_mismatch"),
+    "local_file_shadows_package": ("packages", "shadow_file"),
     "checkpoint_corrupt": ("run", "checkpoint"),
     "state_dict_mismatch": ("run", "state_dict"),
     "gpu_too_old_for_feature": ("run", "gpu_too_old"),
@@ -78,7 +78,7 @@ def _module(kind: str) -> ModuleType:
         from dlrig.diagnose.advice import install  # lazy: the resolver, only for install fixes
 
         return install
-    return memory if kind == "memory" else run
+    return {"memory": memory, "packages": packages}.get(kind, run)
 
 
 def _advisor(cause: str) -> Callable[..., dict[str, Any]] | None:

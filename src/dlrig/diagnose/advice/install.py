@@ -8,7 +8,7 @@ import re
 
 from dlrig.diagnose import install
 from dlrig.diagnose.advice.figures import DOUBT
-from dlrig.knowledge import extensions, provision, rocm
+from dlrig.knowledge import extensions, provision, pytorch, rocm
 from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.machine.model import Machine
 
@@ -61,6 +61,12 @@ def no_kernel_image(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     out: dict[str, str] = {}
+    if groups.get("tf_capability") and facts.get("tf_gpu_created"):
+        # TensorFlow skipped one GPU and made a device of another
+        out[DOUBT] = (
+            f"TensorFlow created a GPU device all the same ({facts['tf_gpu_created']}): "
+            "another GPU ran"
+        )
     wanted, built = groups.get("wanted"), groups.get("built")
     if wanted and built:
         # CUTLASS's guard prints __CUDA_ARCH__ itself (750 for sm75) or the sm number (121)
@@ -339,119 +345,6 @@ def jax_component(
     return out
 
 
-def module_missing(
-    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
-) -> dict[str, str]:
-    module = groups.get("module", "")
-    command = groups.get("command")
-    if command and not module:
-        # a program not on PATH: a package's console script, or a program no pip package has
-        provider = extensions.command_provider(command)
-        if provider is None:
-            return {
-                DOUBT: f"no package dlrig knows installs a program named {command}, so a "
-                "missing Python package is a guess (a system program, a host name run as a "
-                "command, a typo)"
-            }
-        return {"package": provider.distribution or provider.module}
-    known, typo_of = extensions.known_module(module)
-    if known is not None and known.windows and facts.get("windows_evidence"):
-        package = known.distribution or module
-        advice = known.windows[0].upper() + known.windows[1:] + "."
-    elif known is not None:
-        package = known.distribution or module
-        advice = (
-            f"Install {package} with the Python that runs the job: {known.command} (a pip, "
-            "torchrun or notebook kernel of another environment installs elsewhere)."
-        )
-    elif typo_of is not None:
-        package = typo_of.distribution or typo_of.module
-        advice = (
-            f"{module} is close to {typo_of.module} ({typo_of.command}): check the spelling "
-            f"of the import; if it is right, install the package that provides {module}."
-        )
-    else:
-        package = module.replace("_", "-")
-        advice = (
-            f"{module} is not a package dlrig knows: if it is the project's own module, run "
-            "from the project's root folder (or add it to PYTHONPATH) and check that the import "
-            f"names a file the repository has; if it is a package, install it with the Python "
-            f"that runs the job (python -m pip install {package})."
-        )
-    return {"package": package, "module_advice": advice}
-
-
-def os_library(
-    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
-) -> dict[str, str]:
-    row = extensions.os_library(groups.get("library", ""))
-    if row is None:
-        return {}
-    library = row.library
-    ubuntu = f" (Ubuntu 24.04: {row.ubuntu_2404})" if row.ubuntu_2404 != row.debian else ""
-    advice = (
-        f"Install the system package that provides {library}: sudo apt-get install -y "
-        f"{row.debian}{ubuntu} on Debian/Ubuntu, sudo dnf install -y {row.rhel} on RHEL-family "
-        f"systems; in a Dockerfile from a Debian 12 image: RUN apt-get update && apt-get "
-        f"install -y --no-install-recommends {row.debian}."
-    )
-    return {"os_package": row.debian, "os_library_advice": advice, "os_library_note": row.note}
-
-
-def api_mismatch(
-    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
-) -> dict[str, str]:
-    package = groups.get("package", "the package")
-    top = package.split(".")[0]
-    name = groups.get("name", "the name")
-    known, _ = extensions.known_module(top)
-    doubt: dict[str, str] = {}
-    if groups.get("unpathed") and known is None:
-        # no installed path beside the name, and no package dlrig knows: maybe the project's own
-        doubt = {
-            DOUBT: f"{package} is not a package dlrig knows and the message shows no installed "
-            "path, so it may be the project's own module"
-        }
-    dist = (known.distribution or top) if known else top.replace("_", "-")
-    required = groups.get("required")
-    found = groups.get("found")
-    if required and found:
-        advice = (
-            f"{package} {found} is installed but {package}{required} is required: pip install "
-            f'"{package}{required}" (or the versions the project\'s requirements file pins).'
-        )
-    else:
-        advice = (
-            f"Install the {dist} release the code was written for: the project's requirements "
-            f"file, or pip install -U {dist} if {name} is new (the code may come from the main "
-            f"branch); check the spelling of {name} against {package}'s API."
-        )
-    return {"package_dist": dist, "name": name, "package": package, "api_advice": advice, **doubt}
-
-
-def shadow_file(
-    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
-) -> dict[str, str]:
-    path = groups.get("path")
-    package = groups.get("package")
-    if path and package:
-        return {
-            "package_or_folder": f"{path} (named like the package {package})",
-            "shadow_file_advice": (
-                f"Rename {path} (and delete the __pycache__ beside it): it is imported instead of "
-                f"the installed {package}."
-            ),
-        }
-    return {
-        "package_or_folder": "folder of the package's source checkout",
-        "shadow_file_advice": (
-            "Run from another directory than the package's source checkout (its folder, without "
-            "the compiled extensions, is imported instead of the installed package), or build it "
-            "in place (pip install -e .)."
-        ),
-    }
-
-
 def no_driver(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
@@ -493,31 +386,38 @@ def _newer(a: str, b: str) -> bool:
     return key(a) > key(b)
 
 
-def extension(
-    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
-) -> dict[str, str]:
-    """A compiled module dlrig's table knows (apex's amp_C): the build its row names."""
-    known, _ = extensions.known_module(groups.get("extension", ""))
-    if known is None or not known.install:
-        return {}
-    return {"extension_advice": known.install[0].upper() + known.install[1:] + "."}
-
-
 def torch_wheel(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     """The torch releases with wheels for the Python the log shows."""
+    notes: list[str] = []
+    if groups.get("available", "").strip() == "none":
+        notes.append(
+            "pip saw no torch wheel at all ('from versions: none'): besides an unsupported "
+            "Python or platform, an index it cannot reach (no network, a proxy, a mirror without "
+            "torch) looks the same; pip download torch --no-deps -d /tmp/t -v shows which"
+        )
+    if "+cu" in groups.get("requirement", ""):
+        notes.append(
+            "a +cuXXX build is on download.pytorch.org's index for that CUDA "
+            "(--index-url https://download.pytorch.org/whl/cuXXX), for Linux and Windows x86-64 "
+            "only, never on PyPI"
+        )
     python = facts.get("python_version")
-    if not python:
+    if python:
+        releases = provision.torch_releases_for_python(python)
+        newest = provision.torch_python(pytorch.releases()[-1])
+        if releases:
+            notes.append(
+                f"for Python {python} the releases dlrig's table lists with wheels are torch "
+                f"{releases[0]} to {releases[-1]} (older ones are not in the table)"
+            )
+        elif newest:
+            notes.append(
+                f"no torch release in dlrig's table has wheels for Python {python}; the newest "
+                f"supports Python {newest[0]} to {newest[1]}"
+            )
+    if not notes:
         return {}
-    releases = provision.torch_releases_for_python(python)
-    if not releases:
-        return {
-            "torch_wheel_advice": f"No torch release dlrig knows has wheels for Python {python}: "
-            "use a Python that torch supports (3.10 to 3.13 for current releases)."
-        }
-    return {
-        "torch_wheel_advice": f"This is Python {python}: torch {releases[0]} to {releases[-1]} "
-        f"publish wheels for it; pin one of those, or use a Python that the version you need "
-        "supports (conda or uv can install it beside this one)."
-    }
+    text = "; ".join(notes)
+    return {"torch_wheel_advice": text[0].upper() + text[1:] + "."}

@@ -37,7 +37,7 @@ def device_assert(
 def nccl_timeout(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
-    out = {"op": groups.get("op", "collective")}
+    out = {"op": groups["op"]} if groups.get("op") else {}
     if facts.get("nccl_failed_line") and not facts.get("timeout_evidence"):
         # ProcessGroupNCCL says "failed or timed out" for both: without the watchdog's timeout
         # line, a collective that failed (a transport error, a rank that died) reads the same
@@ -50,11 +50,10 @@ def nccl_timeout(
         out["timeout_ms"] = timeout
         minutes = int(timeout) / 60000
         out["timeout_advice"] = (
-            f"The {out['op']} waited the full {minutes:g} min timeout: a rank stopped calling "
+            f"The {groups.get('op') or 'collective'} waited the full {minutes:g} min timeout: "
+            "a rank stopped calling "
             "collectives long before, so the network is rarely the cause."
         )
-    else:
-        out["timeout_ms"] = "the timeout's"
     return out
 
 
@@ -369,7 +368,11 @@ def inplace(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     grad_fn = groups.get("grad_fn")
-    return {"grad_fn_hint": f" (here the output of {grad_fn})" if grad_fn else ""}
+    where = f" (here the output of {grad_fn})" if grad_fn else ""
+    return {
+        "inplace_find_advice": "Find the op: torch.autograd.set_detect_anomaly(True) makes the "
+        f"error name the forward line that created the tensor{where}."
+    }
 
 
 def shared_tensors(
