@@ -8,9 +8,10 @@ that is installed) into a resolver request and the answer into fix text.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from dlrig.knowledge import cuda, pytorch
+from dlrig.knowledge import cuda, pytorch, versions
 from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.knowledge.resolver import Request, Resolution, resolve
 from dlrig.knowledge.versions import local_variant
@@ -195,7 +196,7 @@ def _release_span(capability: str) -> str:
     newest, oldest = supported[0], supported[-1]
     first_known = min(
         (entry.torch_version for entry in pytorch.arch_lists()),
-        key=lambda v: tuple(int(x) for x in v.split(".")),
+        key=functools.cmp_to_key(versions.compare),
     )
     if newest.torch_version != pytorch.releases()[-1]:
         return (
@@ -215,14 +216,7 @@ def for_companions(machine: Machine | None, torch_cuda: str | None) -> str:
     """version_mismatch_torch_torchvision: the companions of the installed torch, one index."""
     installed, variant = _torch(machine)
     if installed:
-        found = resolve(
-            Request(
-                compute_capabilities=_capabilities(machine),
-                torch_version=installed,
-                torch_exact=True,
-                cuda_variant=variant,
-            )
-        )
+        found = _exact(machine, installed, variant)
         if found.install is not None:
             return (
                 f"Reinstall the companions built for torch {installed}: "
@@ -244,9 +238,9 @@ def for_companions(machine: Machine | None, torch_cuda: str | None) -> str:
     )
 
 
-def for_build(machine: Machine | None, version: str, variant: str) -> str | None:
-    """The torch build an extension was compiled for ("PyTorch 2.1.2+cu121"), from one index."""
-    found = resolve(
+def _exact(machine: Machine | None, version: str, variant: str | None) -> Resolution:
+    """That torch release and CUDA variant exactly, with its companions, for this machine."""
+    return resolve(
         Request(
             compute_capabilities=_capabilities(machine),
             torch_version=version,
@@ -254,6 +248,11 @@ def for_build(machine: Machine | None, version: str, variant: str) -> str | None
             cuda_variant=variant,
         )
     )
+
+
+def for_build(machine: Machine | None, version: str, variant: str) -> str | None:
+    """The torch build an extension was compiled for ("PyTorch 2.1.2+cu121"), from one index."""
+    found = _exact(machine, version, variant)
     if found.install is None or found.install.cuda_variant != variant:
         return None
     return (

@@ -14,7 +14,7 @@ from typing import Literal
 
 from dlrig.errors import InputError
 from dlrig.knowledge.tables import record, records, rows, split_list
-from dlrig.knowledge.versions import Version
+from dlrig.knowledge.versions import Version, compare
 
 
 @dataclass(frozen=True)
@@ -232,18 +232,13 @@ def torch_python(torch_minor: str) -> tuple[str, str, str] | None:
 
 def torch_releases_for_python(python: str) -> list[str]:
     """The torch releases (minors, oldest first) with wheels for this Python ("3.13")."""
-
-    def key(version: str) -> tuple[int, ...]:
-        return tuple(int(x) for x in version.split("."))
-
-    wanted = key(python)
     return sorted(
         (
             torch
             for torch, (low, high, _) in _torch_python().items()
-            if key(low) <= wanted <= key(high)
+            if compare(low, python) <= 0 <= compare(high, python)
         ),
-        key=key,
+        key=functools.cmp_to_key(compare),
     )
 
 

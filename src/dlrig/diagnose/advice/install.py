@@ -8,7 +8,7 @@ import re
 
 from dlrig.diagnose import install
 from dlrig.diagnose.advice.figures import DOUBT
-from dlrig.knowledge import extensions, provision, pytorch, rocm
+from dlrig.knowledge import extensions, provision, pytorch, rocm, versions
 from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.machine.model import Machine
 
@@ -357,7 +357,7 @@ def no_driver(
     supports = f" (it supports CUDA up to {smi_cuda})" if smi_cuda else ""
     build = facts.get("torch_variant", "")
     build_cuda = f"{build[2:-1]}.{build[-1]}" if re.fullmatch(r"cu\d{3,4}", build) else None
-    if build_cuda and smi_cuda and _newer(build_cuda, smi_cuda):
+    if build_cuda and smi_cuda and versions.compare(build_cuda, smi_cuda) > 0:
         first = (
             f"torch {facts.get('torch_version', '')}+{build} is built for CUDA {build_cuda}, newer "
             f"than driver {driver} supports ({smi_cuda}): update the driver, or install torch "
@@ -377,13 +377,6 @@ def no_driver(
         DOUBT: f"nvidia-smi in this log shows driver {driver} answering, so a missing driver "
         "is not shown",
     }
-
-
-def _newer(a: str, b: str) -> bool:
-    def key(v: str) -> tuple[int, ...]:
-        return tuple(int(x) for x in v.split("."))
-
-    return key(a) > key(b)
 
 
 def torch_wheel(

@@ -378,8 +378,9 @@ def inplace(
 def shared_tensors(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
+    # without the names, the explanation is the cause's own (a template's empty value is missing)
     shared = groups.get("shared")
-    return {"shared_note": f": {shared}" if shared else ""}
+    return {"shared_note": f": {shared}"} if shared else {}
 
 
 def lightning_hparams(
