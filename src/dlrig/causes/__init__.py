@@ -8,14 +8,14 @@ a title, a one-paragraph explanation and a default fix; checks and signatures ad
 
 from __future__ import annotations
 
-from dlrig.causes import data, hardware, install, performance, program, resources
+from dlrig.causes import data, hardware, install, performance, program, resources, tensors
 from dlrig.causes.model import Cause
 
 __all__ = ["CAUSES", "Cause", "get"]
 
 CAUSES: dict[str, Cause] = {
     cause.id: cause
-    for group in (resources, install, program, data, hardware, performance)
+    for group in (resources, install, program, tensors, data, hardware, performance)
     for cause in group.CAUSES
 }
 

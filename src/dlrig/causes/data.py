@@ -85,4 +85,61 @@ CAUSES: tuple[Cause, ...] = (
         "opset_version=17), float32 inputs), upgrade onnxruntime, or run the node on another "
         "execution provider.",
     ),
+    Cause(
+        "onnx_input_mismatch",
+        "The input does not match the ONNX model's declared input",
+        "ONNX Runtime checks every input against the model's declared input: the model was "
+        "exported with fixed dimensions (the example input's height, width or batch size) and "
+        "the input has others, the input lacks the batch dimension, or its type differs "
+        "(float64 from NumPy where the model takes float32).",
+        "Feed the declared shape and type (resize or pad to it, add the batch axis with "
+        "x[None], .astype(np.float32)); for other sizes, export again with dynamic axes "
+        "(torch.onnx.export(..., dynamic_axes={'input': {0: 'batch', 2: 'height', 3: "
+        "'width'}})).",
+    ),
+    Cause(
+        "safetensors_noncontiguous",
+        "safetensors refused to save a non-contiguous tensor",
+        "safetensors writes each tensor's memory as it lies and refuses a tensor that is a "
+        "non-contiguous view (a transpose, a slice or a permute of another tensor, a weight "
+        "made from a transposed NumPy array).",
+        "Make the named tensor contiguous before saving (for p in model.parameters(): p.data = "
+        "p.data.contiguous()), or save without safetensors (save_pretrained(..., "
+        "safe_serialization=False), Trainer's save_safetensors=False).",
+    ),
+    Cause(
+        "tensor_not_json_serializable",
+        "A tensor or NumPy value was passed to json",
+        "json writes Python numbers, strings, lists and dicts only; a metric, a config value or "
+        "a logged statistic was a torch tensor, a NumPy array or a NumPy scalar (float32, int64) "
+        "(often after a library began returning tensors where it returned numbers).",
+        "Convert before writing: tensor.item() for one value, tensor.tolist() or "
+        "array.tolist() for many, float()/int() for NumPy scalars; or json.dump(..., "
+        "default=lambda o: o.tolist() if hasattr(o, 'tolist') else str(o)).",
+    ),
+    Cause(
+        "keras_unknown_object",
+        "The saved Keras model names a class this Keras does not know",
+        "Loading a Keras model rebuilds each layer, activation and loss from the class name "
+        "stored in the file; a custom class was not given to the loader (custom_objects, "
+        "register_keras_serializable), or the file was written by another Keras release whose "
+        "configuration this one reads differently (Keras 3 and Keras 2, tf.keras and keras).",
+        "Pass the custom classes when loading: load_model(path, custom_objects={'Name': Name}) "
+        "(TF Hub layers: {'KerasLayer': hub.KerasLayer}); for a file from another Keras "
+        "release, load it with that release (tf_keras for Keras 2 files under TensorFlow 2.16 "
+        "or later) or rebuild the model in code and load only the weights.",
+    ),
+    Cause(
+        "dataset_empty",
+        "The dataset has no samples: its path or pattern finds no files",
+        "The training data loader was built on an empty dataset: the path in the config or "
+        "the command does not point at the data (a relative path from another working "
+        "directory, a dataset YAML whose path and train/val keys do not join to the images), "
+        "the file pattern or extension matches nothing (.JPG against .jpg), or a filter dropped "
+        "every sample.",
+        "Check what the dataset sees before training: print(len(dataset)) and the resolved "
+        "path (os.path.abspath); list the folder (ls path | head) and fix the path, the "
+        "extension or the YAML's path/train/val entries; use absolute paths when the working "
+        "directory changes.",
+    ),
 )

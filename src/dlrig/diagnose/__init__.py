@@ -62,6 +62,9 @@ class Finding(report.Finding):
     # The numbers the fixes were computed from (bytes, batch sizes), for scripts: --json's
     # `figures` ("new_batch_size", "new_grad_accum", "needed_bytes", ...).
     figures: dict[str, float] = field(default_factory=dict)
+    # What in the log contradicts the cause when it is only possible for that reason (the
+    # figures show memory free beside "out of memory"): --json's `doubt`, null otherwise.
+    doubt: str | None = None
 
     @classmethod
     def of(
@@ -79,6 +82,7 @@ class Finding(report.Finding):
         ranks: tuple[int, ...] = (),
         references: tuple[str, ...] = (),
         figures: dict[str, float] | None = None,
+        doubt: str | None = None,
     ) -> Finding:
         return cls(
             id=f"diagnose.{cause}",
@@ -98,6 +102,7 @@ class Finding(report.Finding):
             ranks=ranks,
             references=references,
             figures=figures or {},
+            doubt=doubt,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +119,7 @@ class Finding(report.Finding):
             "ranks": list(self.ranks),
             "references": list(self.references),
             "figures": {k: int(v) if v.is_integer() else v for k, v in self.figures.items()},
+            "doubt": self.doubt,
         }
 
 
@@ -244,6 +250,7 @@ def _finding(ranked: Ranked, facts: dict[str, str], machine: Machine | None) -> 
         ranks=tuple(sorted(candidate.ranks)),
         references=tuple(references),
         figures=figures,
+        doubt=str(doubt) if doubt else None,
     )
 
 

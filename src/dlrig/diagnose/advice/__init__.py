@@ -1,7 +1,7 @@
 """Fix details computed from the log's own numbers and, when given, the machine's facts.
 
 Signatures' fix templates name variables ({oom_batch_advice}, {driver_advice}, ...); this module
-computes them (by kind: `memory`, `install`, `packages`, `run`). A variable it cannot compute is left out, and the template line with it is
+computes them (by kind: `memory`, `install`, `packages`, `run`, `tensors`). A variable it cannot compute is left out, and the template line with it is
 dropped rather than printed half-filled. Install commands (a torch wheel, an index, a driver)
 come from `dlrig.diagnose.install`, which asks the resolver.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from dlrig.diagnose.advice import memory, packages, run
+from dlrig.diagnose.advice import memory, packages, run, tensors
 from dlrig.diagnose.advice.figures import FIGURE
 from dlrig.machine.model import Machine
 
@@ -53,6 +53,14 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "state_dict_mismatch": ("run", "state_dict"),
     "gpu_too_old_for_feature": ("run", "gpu_too_old"),
     "serving_config_invalid": ("run", "serving_config"),
+    "layer_input_mismatch": ("tensors", "layer_input"),
+    "dtype_mismatch": ("tensors", "dtype"),
+    "onnx_input_mismatch": ("tensors", "onnx"),
+    "safetensors_noncontiguous": ("tensors", "safetensors"),
+    "tensor_not_json_serializable": ("tensors", "json_value"),
+    "keras_unknown_object": ("tensors", "keras"),
+    "loss_target_mismatch": ("tensors", "loss_target"),
+    "dataset_empty": ("tensors", "dataset_empty"),
 }
 
 
@@ -78,7 +86,7 @@ def _module(kind: str) -> ModuleType:
         from dlrig.diagnose.advice import install  # lazy: the resolver, only for install fixes
 
         return install
-    return {"memory": memory, "packages": packages}.get(kind, run)
+    return {"memory": memory, "packages": packages, "tensors": tensors}.get(kind, run)
 
 
 def _advisor(cause: str) -> Callable[..., dict[str, Any]] | None:
