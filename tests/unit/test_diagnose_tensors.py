@@ -168,3 +168,38 @@ def test_batchnorm_names_the_single_sample_input():
 def test_safetensors_names_the_non_contiguous_tensor():
     root = _root("safetensors_noncontiguous/ComfyUI-3923-force-channels-last.log")
     assert "input_blocks.0.0.weight" in root.explanation
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        # BCE: a trailing axis of 1 on one side
+        ("loss_target_mismatch/PyTorch-Book-3-target-n-vs-n1.log", "view_as(output)"),
+        # the class axis differs: masks stored as RGB images against a one-class output
+        (
+            "loss_target_mismatch/Pytorch-UNet-244-rgb-mask-target.log",
+            "3 channels and the output 1",
+        ),
+        # CrossEntropyLoss given [N, 1] targets (THCUNN's "multi-target not supported")
+        ("loss_target_mismatch/cutorch-227-target-2d-n1.log", "target.squeeze(1)"),
+        # rows against targets: a fixed batch size that the last, smaller batch breaks
+        ("loss_target_mismatch/Cylinder3D-58-fixed-batch-size-reshape.log", "x.size(0)"),
+    ],
+)
+def test_loss_target_fixes_follow_the_shapes(log: str, said: str) -> None:
+    root = _root(log)
+    assert root.cause == "loss_target_mismatch"
+    assert said in root.fixes[0]
+
+
+def test_an_empty_dataset_names_the_path_it_looked_in():
+    root = _root(
+        "dataset_empty/yolov3-channel-and-layer-pruning-13-image-label-path-substitution.log"
+    )
+    assert root.cause == "dataset_empty"
+    root = _root("dataset_empty/yolov5-256-images-twice-in-path.log")
+    assert (
+        root.explanation.endswith("/home/yuhongyi/brainwash/labels/val.")
+        or "brainwash" in root.explanation
+    )
+    assert "ls /home/yuhongyi/brainwash" in root.fixes[0]

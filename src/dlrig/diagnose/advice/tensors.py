@@ -18,7 +18,7 @@ _FLOATS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16
 
 
 def _dims(text: str) -> list[int]:
-    return [int(part) for part in text.replace(" ", "").split(",") if part.isdigit()]
+    return [int(part) for part in text.strip("[]() ").replace(" ", "").split(",") if part.isdigit()]
 
 
 def layer_input(
@@ -280,31 +280,33 @@ def loss_target(
     """CrossEntropyLoss's rows against the targets' count, one-hot targets, or BCE's shapes."""
     rows, targets = groups.get("input_batch", ""), groups.get("target_batch", "")
     if rows.isdigit() and targets.isdigit():
-        note = f": {rows} rows of output against {targets} targets"
-        if int(rows) > int(targets) and int(rows) % int(targets) == 0:
+        return {
+            "loss_note": f": {rows} rows of output, {targets} target{'' if targets == '1' else 's'}",
+            "loss_advice": (
+                "The output's first axis must be the batch. Either the forward merged the batch "
+                "with another axis (a sequence's tokens: flatten the labels the same way, "
+                "loss(logits.view(-1, V), labels.view(-1)); a view(-1, k) with the wrong k: use "
+                "x.flatten(1)), or it hard-codes the batch size, which the last, smaller batch "
+                "breaks (use x.size(0), or DataLoader(..., drop_last=True))."
+            ),
+        }
+    target, output = _dims(groups.get("target_size", "")), _dims(groups.get("input_size", ""))
+    if target and output:
+        note = f": targets [{', '.join(map(str, target))}], output [{', '.join(map(str, output))}]"
+        differ = [i for i, (t, o) in enumerate(zip(target, output, strict=False)) if t != o]
+        if len(target) == len(output) and differ == [1] and len(target) > 2:
             advice = (
-                f"{rows} is {int(rows) // int(targets)} x {targets}: the output merged the batch "
-                "with another axis (a sequence's tokens, a view(-1, k) in forward). For token "
-                "outputs flatten the labels the same way (loss(logits.view(-1, V), "
-                "labels.view(-1))); otherwise keep the batch axis (x.flatten(1))."
+                f"The labels have {target[1]} channels and the output {output[1]}: the model's "
+                "number of classes (num_classes, out_channels) is not the labels', or the masks "
+                "are stored as RGB images (3 channels) where one is expected (load them with "
+                ".convert('L'), or one class index per pixel with CrossEntropyLoss)."
             )
         else:
             advice = (
-                "The output's first axis must be the batch: a view or reshape in forward with "
-                "a hard-coded size (x.view(-1, 16 * 5 * 5) for inputs of another size) changes "
-                "the row count; use x.flatten(1), and check the last batch's labels and inputs "
-                "come from the same samples."
-            )
-        return {"loss_note": note, "loss_advice": advice}
-    target, output = groups.get("target_size", ""), groups.get("input_size", "")
-    if target and output:
-        return {
-            "loss_note": f": targets {target}, output {output}",
-            "loss_advice": (
                 "The BCE losses take targets of the output's exact shape: "
                 "target.float().view_as(output) (or output.squeeze(-1) for one logit per sample)."
-            ),
-        }
+            )
+        return {"loss_note": note, "loss_advice": advice}
     return {
         "loss_note": ": a class-index loss got targets with more than one value per sample",
         "loss_advice": (
