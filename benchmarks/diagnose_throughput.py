@@ -112,6 +112,8 @@ def ere(pattern: str) -> str:
     match) and class escapes POSIX classes, inside bracket expressions too.
     """
     text = re.sub(r"\(\?P<\w+>", "(", pattern)
+    # \x27 (a quote in a TOML literal string) as the character itself
+    text = re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: re.escape(chr(int(m.group(1), 16))), text)
     text = text.replace("(?:", "(").replace("(?i)", "")
     out: list[str] = []
     index = 0
@@ -132,7 +134,10 @@ def ere(pattern: str) -> str:
             while close < len(text) and text[close] != "]":
                 if text[close] == "\\" and close + 1 < len(text):
                     escaped = text[close + 1]
-                    body.append(_IN_BRACKETS.get(escaped, escaped))
+                    if escaped == "]":  # POSIX: a literal "]" goes first in the brackets
+                        body.insert(0, "]")
+                    else:
+                        body.append(_IN_BRACKETS.get(escaped, escaped))
                     close += 2
                 else:
                     body.append(text[close])

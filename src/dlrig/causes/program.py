@@ -81,8 +81,9 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "checkpoint_corrupt",
-        "The checkpoint or weights file is truncated or not the file",
-        "The file being loaded is not a whole checkpoint: a download or a save that stopped "
+        "The checkpoint, weights or downloaded archive is truncated or not the file",
+        "The file being loaded is not a whole checkpoint (or model package, or dataset "
+        "archive): a download or a save that stopped "
         "part-way (a full disk, a killed job), a Git LFS pointer checked out instead of the "
         "weights (it starts with 'version https://git-lfs'), or an HTML page saved in its "
         "place.",

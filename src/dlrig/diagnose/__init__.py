@@ -19,7 +19,7 @@ from dlrig import causes as cause_vocabulary
 from dlrig.diagnose import advice
 from dlrig.diagnose.advice.figures import DOUBT
 from dlrig.diagnose.lines import RAISED, RAISED_TAIL_LINES
-from dlrig.diagnose.model import SCHEMA_VERSION, Diagnosis, Evidence, Finding
+from dlrig.diagnose.model import Diagnosis, Evidence, Finding
 from dlrig.diagnose.rank import Ranked, rank
 from dlrig.diagnose.scanner import Scanner
 from dlrig.errors import InputError
@@ -281,7 +281,6 @@ def run(
 
 
 __all__ = [
-    "SCHEMA_VERSION",
     "DiagnoseOptions",
     "Diagnosis",
     "Evidence",

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from dlrig import causes
+from dlrig.knowledge import api_changes
 from dlrig.knowledge.tables import KnowledgeError
 
 # "fatal": the run died with this. "warning": counts only when the log also shows a failure.
@@ -217,6 +218,13 @@ def _signature(raw: dict[str, Any]) -> Signature:
         raise KnowledgeError(f"signatures.toml: {sid}: unknown extractor {extractor!r}")
     anchors = _strings(raw, "anchors")
     patterns = tuple(Regex(p, sid) for p in _strings(raw, "patterns"))
+    if raw.get("patterns_from") == "api_changes":
+        # the names live in one table (api_changes.csv); the patterns are made from it
+        patterns += tuple(Regex(p, sid) for p in api_changes.message_patterns())
+    elif "patterns_from" in raw:
+        raise KnowledgeError(
+            f"signatures.toml: {sid}: unknown patterns_from {raw['patterns_from']!r}"
+        )
     if not anchors or not patterns:
         raise KnowledgeError(f"signatures.toml: {sid}: needs anchors and patterns")
     if "secondary_to" in raw:

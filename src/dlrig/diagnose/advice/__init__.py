@@ -1,7 +1,7 @@
 """Fix details computed from the log's own numbers and, when given, the machine's facts.
 
 Signatures' fix templates name variables ({oom_batch_advice}, {driver_advice}, ...); this module
-computes them (by kind: `memory`, `install`, `packages`, `run`, `tensors`). A variable it cannot compute is left out, and the template line with it is
+computes them (by kind: `memory`, `install`, `packages`, `run`, `tensors`, `gpu`). A variable it cannot compute is left out, and the template line with it is
 dropped rather than printed half-filled. Install commands (a torch wheel, an index, a driver)
 come from `dlrig.diagnose.install`, which asks the resolver.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from dlrig.diagnose.advice import memory, packages, run, tensors
+from dlrig.diagnose.advice import gpu, memory, packages, run, tensors
 from dlrig.diagnose.advice.figures import FIGURE
 from dlrig.machine.model import Machine
 
@@ -26,7 +26,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "version_mismatch_torch_torchvision": ("install", "companions"),
     "cpu_only_torch": ("install", "cpu_only"),
     "missing_cuda_lib": ("install", "missing_cuda_lib"),
-    "device_side_assert_label_range": ("run", "device_assert"),
+    "device_side_assert_label_range": ("tensors", "device_assert"),
     "nccl_timeout": ("run", "nccl_timeout"),
     "port_in_use": ("run", "port_in_use"),
     "extension_abi_mismatch": ("install", "extension_abi"),
@@ -61,6 +61,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "keras_unknown_object": ("tensors", "keras"),
     "loss_target_mismatch": ("tensors", "loss_target"),
     "dataset_empty": ("tensors", "dataset_empty"),
+    "cudnn_status_error": ("gpu", "cudnn"),
 }
 
 
@@ -86,7 +87,7 @@ def _module(kind: str) -> ModuleType:
         from dlrig.diagnose.advice import install  # lazy: the resolver, only for install fixes
 
         return install
-    return {"memory": memory, "packages": packages, "tensors": tensors}.get(kind, run)
+    return {"memory": memory, "packages": packages, "tensors": tensors, "gpu": gpu}.get(kind, run)
 
 
 def _advisor(cause: str) -> Callable[..., dict[str, Any]] | None:

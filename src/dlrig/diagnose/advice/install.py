@@ -83,6 +83,23 @@ def no_kernel_image(
             machine.gpus[0].compute_capability
             or gpu_knowledge.compute_capability(machine.gpus[0].name)[0]
         )
+    if groups.get("hip") and facts.get("nvidia_gpu"):
+        # a ROCm build's loader on a machine whose log names an NVIDIA GPU: the wrong build
+        out["arch_advice"] = (
+            f"The log names an NVIDIA GPU ({facts['nvidia_gpu'].strip()}) and the installed torch "
+            "is a ROCm (AMD) build: pip uninstall -y torch torchvision torchaudio, then install "
+            "the CUDA build (https://pytorch.org/get-started/locally/; pip install torch "
+            "--index-url https://download.pytorch.org/whl/cu126 for a driver of CUDA 12.6 or later)."
+        )
+        return out
+    if groups.get("triton"):
+        out["arch_advice"] = (
+            "The kernel without code for this GPU is one Triton compiled (torch.compile, a Triton "
+            "kernel of a library), not torch's own: install the torch and triton pair made for "
+            "this GPU (pip install -U torch brings the triton it pins; Blackwell GPUs need triton "
+            "3.3 or later), then clear Triton's cache (rm -rf ~/.triton/cache)."
+        )
+        return out
     if groups.get("hip"):
         out["arch_advice"] = _rocm_arch_advice(machine)
         out["arch_rebuild_advice"] = (
@@ -119,6 +136,14 @@ def companions(
 def cpu_only(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
+    if facts.get("macos_evidence"):
+        # torch has no CUDA on a Mac: the code, not the build, has to change
+        return {
+            "cpu_only_advice": "This is a Mac, where torch has no CUDA: run on Apple's GPU with "
+            "device 'mps' (torch.backends.mps.is_available()) or on the CPU, by the program's "
+            "device option or by replacing .cuda() / device='cuda' in the code; code that calls "
+            "torch.cuda unconditionally (a sampler, a custom kernel) needs that fixed upstream."
+        }
     built = re.fullmatch(r"(\d+\.\d+\.\d+)\+(cu\d{3,4})", groups.get("built", ""))
     if built:
         # xFormers names the CUDA torch it was compiled for: that build, not the newest

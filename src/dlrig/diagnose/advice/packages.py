@@ -5,7 +5,7 @@ package installed without its compiled extension. Read from dlrig's tables only 
 from __future__ import annotations
 
 from dlrig.diagnose.advice.figures import DOUBT
-from dlrig.knowledge import extensions
+from dlrig.knowledge import api_changes, extensions
 from dlrig.machine.model import Machine
 
 
@@ -82,6 +82,10 @@ def api_mismatch(
             DOUBT: f"{package} is not a package dlrig knows and the message shows no installed "
             "path, so it may be the project's own module"
         }
+    named_package, named = groups.get("package"), groups.get("name")
+    change = api_changes.change_for(named_package, named) if named_package and named else None
+    if change is not None:
+        return _api_change(change, package)
     dist = (known.distribution or top) if known else top.replace("_", "-")
     required = groups.get("required")
     found = groups.get("found")
@@ -130,3 +134,33 @@ def extension(
     if known is None or not known.install:
         return {}
     return {"extension_advice": known.install[0].upper() + known.install[1:] + "."}
+
+
+def _api_change(change: api_changes.ApiChange, package: str) -> dict[str, str]:
+    """A removal or an addition the table knows: its release and replacement."""
+    python = change.distribution == "python"
+    label = "Python" if python else change.distribution
+    if change.change == "removed":
+        said = f"{change.name} was removed in {label} {change.version}, and the code still uses it."
+        older = (
+            f"run it on a Python older than {change.version}"
+            if python
+            else f"install a {label} older than {change.version} (pip install '{label}<{change.version}')"
+        )
+        advice = (
+            f"Use {change.replacement} in the code, or {older}."
+            if change.replacement
+            else f"{older[0].upper()}{older[1:]}."
+        )
+    else:
+        said = f"{change.name} exists from {label} {change.version} on, and the installed {label} is older."
+        advice = (
+            f"Upgrade it: pip install -U '{label}>={change.version}'. If the installed one is "
+            f"that new, a local file or folder named {package.split('.')[0]} shadows the package."
+        )
+    return {
+        "change_said": said,
+        "api_advice": advice,
+        "package_dist": "" if python else change.distribution,
+        "package": package,
+    }

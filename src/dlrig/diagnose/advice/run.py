@@ -9,31 +9,6 @@ from dlrig.diagnose.advice.figures import DOUBT
 from dlrig.machine.model import Machine
 
 
-def device_assert(
-    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
-) -> dict[str, str]:
-    assertion = groups.get("assertion", "")
-    if "n_classes" in assertion or "target" in assertion.lower():
-        advice = (
-            "A class label is < 0 or ≥ num_classes: check labels.min() and labels.max() against the "
-            "model's number of outputs (1-based labels, a 'background' class, ignore_index=-1 instead "
-            "of -100 are the usual culprits)."
-        )
-    elif "input_val" in assertion or "zero" in assertion:
-        advice = "BCE inputs or targets are outside [0, 1]: apply sigmoid first, or use BCEWithLogitsLoss."
-    elif "index" in assertion.lower() or "idx" in assertion or "range in self" in assertion:
-        advice = (
-            "An index into an embedding or index_select is too large: in a language model token "
-            "ids ≥ the vocabulary size (call model.resize_token_embeddings(len(tokenizer)) after "
-            "adding tokens) or positions ≥ max_position_embeddings (truncate inputs to the "
-            "model's maximum length); in a detector or segmenter class ids ≥ the number of classes "
-            "the config declares (nc, num_classes)."
-        )
-    else:
-        advice = "Check that every label and index is in range for the layer that consumes it."
-    return {"assert_advice": advice, "assertion": assertion or "index in range"}
-
-
 def nccl_timeout(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:

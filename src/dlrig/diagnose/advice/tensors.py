@@ -3,6 +3,9 @@ Keras refuse, from the sizes and names the message gives."""
 
 from __future__ import annotations
 
+import math
+import re
+
 from dlrig.diagnose.advice.figures import DOUBT
 from dlrig.knowledge import model_dimensions
 from dlrig.machine.model import Machine
@@ -280,6 +283,21 @@ def loss_target(
     """CrossEntropyLoss's rows against the targets' count, one-hot targets, or BCE's shapes."""
     rows, targets = groups.get("input_batch", ""), groups.get("target_batch", "")
     if rows.isdigit() and targets.isdigit():
+        batch = math.gcd(int(rows), int(targets))
+        if batch > 1 and min(int(rows), int(targets)) // batch > 1:
+            # both are a batch times a length: the per-sample lengths differ, not the batch
+            per_output, per_target = int(rows) // batch, int(targets) // batch
+            return {
+                "loss_note": f": {rows} rows of output and {targets} targets (both multiples "
+                f"of {batch}: {per_output} against {per_target})",
+                "loss_advice": (
+                    "The output and the labels are flattened from sequences (or maps) of "
+                    "different lengths: labels not shifted or cut as the model's outputs are, "
+                    "positions the model adds (image or prompt tokens) that the labels lack, "
+                    "generated outputs compared with reference labels, or outputs and masks of "
+                    "different sizes. Make both the same length before the loss."
+                ),
+            }
         return {
             "loss_note": f": {rows} rows of output, {targets} target{'' if targets == '1' else 's'}",
             "loss_advice": (
@@ -312,7 +330,9 @@ def loss_target(
         "loss_advice": (
             "CrossEntropyLoss and NLLLoss take one class index per sample, shape [N] (or [N, "
             "d1, ...] for dense outputs): from one-hot or [N, 1] labels pass target.argmax(1) "
-            "or target.squeeze(1), as long integers."
+            "or target.squeeze(1), as long integers. If samples really carry several labels "
+            "(multi-label data), use a multi-label loss instead: BCEWithLogitsLoss on multi-hot "
+            "targets (a multi-label head)."
         ),
     }
 
@@ -322,3 +342,38 @@ def dataset_empty(
 ) -> dict[str, str]:
     path = groups.get("path", "")
     return {"path_note": f" in {path}"} if path else {}
+
+
+def device_assert(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    assertion = groups.get("assertion", "")
+    if "n_classes" in assertion or "target" in assertion.lower():
+        advice = (
+            "A class label is < 0 or ≥ num_classes: check labels.min() and labels.max() against the "
+            "model's number of outputs (1-based labels, a 'background' class, ignore_index=-1 instead "
+            "of -100 are the usual culprits)."
+        )
+    elif "input_val" in assertion or "zero" in assertion:
+        advice = "BCE inputs or targets are outside [0, 1]: apply sigmoid first, or use BCEWithLogitsLoss."
+    elif bounds := re.search(
+        r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)", assertion
+    ):
+        index, axis, size = bounds.groups()
+        advice = (
+            f"Index {index} is past the end of a tensor's axis {axis} (size {size}): a class or "
+            "token id used as an index beyond what it indexes (labels against num_classes, ids "
+            "against the vocabulary), or an indexing bug at the failing line (a loop bound, a "
+            "step past a schedule's length); the traceback's last frame shows which tensor."
+        )
+    elif "index" in assertion.lower() or "idx" in assertion or "range in self" in assertion:
+        advice = (
+            "An index into an embedding or index_select is too large: in a language model token "
+            "ids ≥ the vocabulary size (call model.resize_token_embeddings(len(tokenizer)) after "
+            "adding tokens) or positions ≥ max_position_embeddings (truncate inputs to the "
+            "model's maximum length); in a detector or segmenter class ids ≥ the number of classes "
+            "the config declares (nc, num_classes)."
+        )
+    else:
+        advice = "Check that every label and index is in range for the layer that consumes it."
+    return {"assert_advice": advice, "assertion": assertion or "index in range"}

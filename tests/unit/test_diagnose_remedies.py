@@ -1,0 +1,110 @@
+"""Remedies chosen by what the log shows besides the error (cuDNN's status, the platform, the GPU
+it names, the package release a name belongs to): the tenth symptom sample's threads, whose
+readers found the first answer doubtful, wrong or missing (tests/corpus/logs, SOURCES.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlrig import diagnose
+from dlrig.diagnose import Finding
+
+LOGS = Path(__file__).parents[1] / "corpus" / "logs"
+
+
+def _root(log: str) -> Finding:
+    root = diagnose.diagnose_paths([LOGS / log]).root
+    assert root is not None, log
+    return root
+
+
+def test_cudnn_bad_param_looks_at_the_input_not_memory():
+    """keras-team/keras#4110: CUDNN_STATUS_BAD_PARAM from an empty second batch ("User error.
+    Variable assignment issue"): a smaller batch is not the first thing to try."""
+    root = _root("cudnn_status_error/keras-4110-s10.log")
+    assert root.cause == "cudnn_status_error"
+    assert "empty batch" in root.fixes[0] and "smaller batch" not in root.fixes[0]
+    assert "out-of-memory" not in root.explanation
+
+
+def test_a_rocm_build_on_an_nvidia_gpu_is_the_wrong_build():
+    """easydiffusion#1477: hipErrorNoBinaryForGpu beside "GPU: Nvidia GeForce RTX 3050": no gfx
+    target to add, the CUDA build to install."""
+    root = _root("no_kernel_image/easydiffusion-1477-s10.log")
+    assert "ROCm (AMD) build" in root.fixes[0] and "HSA_OVERRIDE" not in " ".join(root.fixes)
+
+
+def test_a_triton_kernel_without_code_for_the_gpu_is_triton_s():
+    root = _root("no_kernel_image/pytorch-162259-s10.log")
+    assert "Triton" in root.fixes[0] and "architecture list" not in root.fixes[0]
+
+
+def test_no_cuda_on_a_mac_changes_the_code_not_the_wheel():
+    root = _root("cpu_only_torch/stable-diffusion-webui-3694-s10.log")
+    assert root.cause == "cpu_only_torch" and "'mps'" in root.fixes[0]
+    assert "nvidia-smi" not in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("log", "said", "fix"),
+    [
+        # torch.no_grad arrived in 0.4.0: the torch is older than the code
+        (
+            "package_api_mismatch/AlphaPose-297-s10.log",
+            "torch.no_grad exists from torch 0.4.0",
+            "'torch>=0.4.0'",
+        ),
+        # torch._six went in 2.0.0: the code is older than the torch
+        (
+            "package_api_mismatch/NAS-FCOS-13-s10.log",
+            "torch._six was removed in torch 2.0.0",
+            "'torch<2.0.0'",
+        ),
+        # setuptools 59.6 and torch 1.10's tensorboard (pytorch/pytorch#69894)
+        (
+            "package_api_mismatch/pytorch-69894-distutils-version-setuptools-59-6.log",
+            "removed in setuptools 59.6.0",
+            "'setuptools<59.6.0'",
+        ),
+    ],
+)
+def test_a_name_a_release_changed_is_that_release(log: str, said: str, fix: str) -> None:
+    root = _root(log)
+    assert root.cause == "package_api_mismatch" and root.confidence >= 0.5
+    assert said in root.explanation and fix in root.fixes[0]
+
+
+def test_an_unknown_missing_name_stays_a_lead():
+    """The table's names only: a missing attribute it does not list is not claimed."""
+    result = diagnose.diagnose_text("AttributeError: module 'torch' has no attribute 'library'\n")
+    assert result.root is None or result.root.confidence < 0.5
+
+
+@pytest.mark.parametrize(
+    ("log", "cause", "said"),
+    [
+        ("checkpoint_corrupt/earth2studio-217-s10.log", "checkpoint_corrupt", "head -c 200"),
+        (
+            "state_dict_mismatch/pytorch-video-recognition-10-s10.log",
+            "state_dict_mismatch",
+            "model.load_state_dict(ckpt)",
+        ),
+        ("gpu_too_old_for_feature/kernl-133-s10.log", "gpu_too_old_for_feature", "8.0"),
+        ("missing_cuda_lib/horovod-3924-s10.log", "missing_cuda_lib", "libnccl-dev"),
+        ("python_package_missing/openseg.pytorch-32-s10.log", "python_package_missing", "PATH"),
+    ],
+)
+def test_messages_the_tenth_sample_s_readers_found_in_the_vocabulary(
+    log: str, cause: str, said: str
+) -> None:
+    root = _root(log)
+    assert root.cause == cause and root.confidence >= 0.5
+    assert said in root.fixes[0]
+
+
+def test_per_sample_lengths_that_differ_are_not_the_batch():
+    """question_generation#4: 1216 rows against 1280 targets, 19 against 20 tokens a sample."""
+    root = _root("loss_target_mismatch/question_generation-4-s10.log")
+    assert "19 against 20" in root.explanation and "lengths" in root.fixes[0]
