@@ -108,3 +108,40 @@ def test_per_sample_lengths_that_differ_are_not_the_batch():
     """question_generation#4: 1216 rows against 1280 targets, 19 against 20 tokens a sample."""
     root = _root("loss_target_mismatch/question_generation-4-s10.log")
     assert "19 against 20" in root.explanation and "lengths" in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        # the Windows locale's codec reading a UTF-8 file
+        ("text_encoding_mismatch/HeartK-1-gbk-subprocess-reader.log", "encoding='utf-8'"),
+        # 0x80 at position 0: a pickle opened as text
+        ("text_encoding_mismatch/iCaRL-8-pickle-opened-text-mode.log", "'rb'"),
+        # a Python 2 checkpoint through torch.load's unpickler
+        (
+            "text_encoding_mismatch/pytorch-21743-py2-pickle-ascii-unpickler.log",
+            "encoding='latin1'",
+        ),
+    ],
+)
+def test_encoding_fixes_follow_the_codec_and_the_byte(log: str, said: str) -> None:
+    root = _root(log)
+    assert root.cause == "text_encoding_mismatch" and said in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        ("torch_compile_failed/ChatTTS-ui-17-dynamo-py312.log", "Python 3.12"),
+        ("torch_compile_failed/ChatTTS-133-no-cxx-compiler-windows.log", "Build Tools"),
+    ],
+)
+def test_compile_failures_say_which_part_failed(log: str, said: str) -> None:
+    root = _root(log)
+    assert root.cause == "torch_compile_failed"
+    assert said in root.explanation + root.fixes[0]
+
+
+def test_nan_in_an_estimator_s_input():
+    root = _root("nan_in_input_data/archetypes-9-nan-in-csv.log")
+    assert root.cause == "nan_in_input_data" and "np.isnan(X).sum()" in root.fixes[0]

@@ -137,6 +137,9 @@ def test_cause_vocabulary_is_complete():
         "keras_unknown_object",
         "loss_target_mismatch",
         "dataset_empty",
+        "text_encoding_mismatch",
+        "nan_in_input_data",
+        "torch_compile_failed",
     }
     assert set(causes.CAUSES) == expected
     for cause in causes.CAUSES.values():

@@ -142,4 +142,24 @@ CAUSES: tuple[Cause, ...] = (
         "extension or the YAML's path/train/val entries; use absolute paths when the working "
         "directory changes.",
     ),
+    Cause(
+        "text_encoding_mismatch",
+        "A file was read or written as text in another encoding",
+        "Python opened a file as text with an encoding it is not in: open() without encoding= "
+        "uses the locale's (GBK on Chinese Windows, cp1252 elsewhere on Windows), which fails on "
+        "UTF-8 files; or a binary file (an image, a pickle, a checkpoint) was opened as text.",
+        "Give the encoding: open(path, encoding='utf-8') (pandas: read_csv(..., "
+        "encoding='utf-8')), or run Python in UTF-8 mode (set PYTHONUTF8=1); open binary files "
+        "with 'rb'.",
+    ),
+    Cause(
+        "nan_in_input_data",
+        "The data given to an estimator or metric contains NaN or infinity",
+        "scikit-learn checks its inputs and refuses NaN and infinite values: missing values in "
+        "the data (empty cells of a CSV), a feature computed with a division by zero or a log of "
+        "zero, or a model's predictions that became NaN passed to a metric.",
+        "Find them: np.isnan(X).sum() / np.isinf(X).sum(), df.isna().sum() per column; fill or "
+        "drop them (SimpleImputer, df.dropna()); for predictions, the model diverged: look at "
+        "the training loss.",
+    ),
 )

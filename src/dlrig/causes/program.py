@@ -341,4 +341,17 @@ CAUSES: tuple[Cause, ...] = (
         "instead where gradients are not needed, Lightning: Trainer(inference_mode=False)), or "
         "clone them before use: x = x.clone().",
     ),
+    Cause(
+        "torch_compile_failed",
+        "torch.compile could not compile the model",
+        "torch.compile traces the model with TorchDynamo and compiles it with a backend "
+        "(Inductor by default, which needs Triton on the GPU and a C++ compiler on the CPU): "
+        "the code uses something Dynamo cannot trace, the backend or its compiler is missing, "
+        "the Python is newer than the torch release supports for compile, or it is a bug of "
+        "that release.",
+        "Confirm by running without it (remove torch.compile or set TORCH_COMPILE_DISABLE=1); "
+        "to keep going, let failures fall back to eager (torch._dynamo.config.suppress_errors "
+        "= True) or leave the failing module uncompiled; upgrade torch, as compile bugs are "
+        "often fixed in the next release.",
+    ),
 )

@@ -1,7 +1,7 @@
 """Fix details computed from the log's own numbers and, when given, the machine's facts.
 
 Signatures' fix templates name variables ({oom_batch_advice}, {driver_advice}, ...); this module
-computes them (by kind: `memory`, `install`, `packages`, `run`, `tensors`, `gpu`). A variable it cannot compute is left out, and the template line with it is
+computes them (by kind: `memory`, `install`, `packages`, `run`, `tensors`, `gpu`, `data`). A variable it cannot compute is left out, and the template line with it is
 dropped rather than printed half-filled. Install commands (a torch wheel, an index, a driver)
 come from `dlrig.diagnose.install`, which asks the resolver.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from dlrig.diagnose.advice import gpu, memory, packages, run, tensors
+from dlrig.diagnose.advice import data, gpu, memory, packages, run, tensors
 from dlrig.diagnose.advice.figures import FIGURE
 from dlrig.machine.model import Machine
 
@@ -25,7 +25,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "no_kernel_image": ("install", "no_kernel_image"),
     "version_mismatch_torch_torchvision": ("install", "companions"),
     "cpu_only_torch": ("install", "cpu_only"),
-    "missing_cuda_lib": ("install", "missing_cuda_lib"),
+    "missing_cuda_lib": ("packages", "missing_cuda_lib"),
     "device_side_assert_label_range": ("tensors", "device_assert"),
     "nccl_timeout": ("run", "nccl_timeout"),
     "port_in_use": ("run", "port_in_use"),
@@ -62,6 +62,9 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "loss_target_mismatch": ("tensors", "loss_target"),
     "dataset_empty": ("tensors", "dataset_empty"),
     "cudnn_status_error": ("gpu", "cudnn"),
+    "text_encoding_mismatch": ("data", "codec"),
+    "nan_in_input_data": ("data", "nan_input"),
+    "torch_compile_failed": ("data", "compile_failure"),
 }
 
 
@@ -87,7 +90,13 @@ def _module(kind: str) -> ModuleType:
         from dlrig.diagnose.advice import install  # lazy: the resolver, only for install fixes
 
         return install
-    return {"memory": memory, "packages": packages, "tensors": tensors, "gpu": gpu}.get(kind, run)
+    return {
+        "memory": memory,
+        "packages": packages,
+        "tensors": tensors,
+        "gpu": gpu,
+        "data": data,
+    }.get(kind, run)
 
 
 def _advisor(cause: str) -> Callable[..., dict[str, Any]] | None:

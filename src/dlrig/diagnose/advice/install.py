@@ -153,48 +153,6 @@ def cpu_only(
     return {"cpu_only_advice": install.for_cpu_only(machine)}
 
 
-def missing_cuda_lib(
-    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
-) -> dict[str, str]:
-    library = groups.get("library", "")
-    out = {"library": library or "a CUDA library"}
-    match = re.match(r"(?:lib)?([a-zA-Z_]+?)(?:64_|\.so\.?)(\d+)?", library)
-    if not match:
-        return out
-    name, major = match.group(1), match.group(2)
-    if name == "cuda":
-        out["missing_lib_advice"] = (
-            "libcuda.so is part of the NVIDIA driver, not of CUDA: the driver is missing or not on "
-            "the loader path (WSL: /usr/lib/wsl/lib must be on LD_LIBRARY_PATH; containers: run "
-            "with --gpus all)."
-        )
-    elif name.startswith("cudnn"):
-        windows = library.lower().endswith(".dll")
-        folder = "bin folder on PATH" if windows else "lib folder on LD_LIBRARY_PATH"
-        out["missing_lib_advice"] = (
-            f"The program wants cuDNN {major or ''}".rstrip()
-            + ": use the cuDNN your framework's wheel brings (pip show nvidia-cudnn-cu12 or -cu11) "
-            f"and put its {folder}, or install the cuDNN release of that major version for your "
-            "CUDA."
-        )
-    elif major and (shipped := extensions.cuda_library_sonames().get((name.lower(), major))):
-        # a math library whose soname's number is its own release, not CUDA's (cuFFT 10 is in
-        # CUDA 10.1 to 11.8): say which CUDA releases ship it
-        pip = f" ({shipped.pip_packages} in a pip setup)" if shipped.pip_packages else ""
-        out["missing_lib_advice"] = (
-            f"{library} comes with CUDA {shipped.cuda_releases}: the program was built for one of "
-            f"those. Install that CUDA's runtime libraries{pip}, or a build of the program for "
-            "the CUDA you have."
-        )
-    elif major:
-        out["missing_lib_advice"] = (
-            f"The program was built for CUDA {major}: install that CUDA's runtime libraries (the "
-            f"CUDA {major} toolkit, or the nvidia-*-cu{major} pip packages of a pip setup), or "
-            "install a framework build for the CUDA you have."
-        )
-    return out
-
-
 def extension_abi(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
