@@ -33,6 +33,7 @@ _FILE_SUFFIXES = {
     "xml",
     "html",
     "so",
+    "h",  # C headers: nccl.h is a file, not the check area nccl
 }
 
 

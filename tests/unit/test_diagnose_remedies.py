@@ -62,10 +62,11 @@ def test_no_cuda_on_a_mac_changes_the_code_not_the_wheel():
             "torch._six was removed in torch 2.0.0",
             "'torch<2.0.0'",
         ),
-        # setuptools 59.6 and torch 1.10's tensorboard (pytorch/pytorch#69894)
+        # setuptools 59.6 stopped importing distutils.version, which torch 1.10's tensorboard used
+        # (pytorch/pytorch#69894)
         (
             "package_api_mismatch/pytorch-69894-distutils-version-setuptools-59-6.log",
-            "removed in setuptools 59.6.0",
+            "no longer imported implicitly from setuptools 59.6.0",
             "'setuptools<59.6.0'",
         ),
     ],
@@ -145,3 +146,58 @@ def test_compile_failures_say_which_part_failed(log: str, said: str) -> None:
 def test_nan_in_an_estimator_s_input():
     root = _root("nan_in_input_data/archetypes-9-nan-in-csv.log")
     assert root.cause == "nan_in_input_data" and "np.isnan(X).sum()" in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # yolov5/ultralytics' warning: training goes on without those labels
+        "WARNING No labels found in /data/labels.cache, training may not work correctly.\nEpoch 1/100\n",
+        # dynamo runs a frame it cannot convert eagerly, and says so as a warning
+        "torch._dynamo.convert_frame: [WARNING] WON'T CONVERT forward model.py line 12 due to: "
+        "torch._dynamo.exc.Unsupported: call_function\n",
+        "UserWarning: flash kernel requires compute capability >= 8.0; falling back to math\n",
+    ],
+)
+def test_warnings_the_run_goes_past_are_not_causes(text: str) -> None:
+    assert diagnose.diagnose_text(text).root is None
+
+
+def test_a_windows_users_folder_is_not_a_mac():
+    text = (
+        '  File "C:/Users/me/anaconda3/lib/site-packages/torch/cuda/__init__.py", line 239\n'
+        "AssertionError: Torch not compiled with CUDA enabled\n"
+    )
+    root = diagnose.diagnose_text(text).root
+    assert root is not None and root.cause == "cpu_only_torch" and "'mps'" not in root.fixes[0]
+
+
+def test_numpy_2_s_own_removal_message():
+    text = "AttributeError: `np.NaN` was removed in the NumPy 2.0 release. Use `np.nan` instead.\n"
+    root = diagnose.diagnose_text(text).root
+    assert root is not None and root.cause == "package_api_mismatch" and "np.nan" in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "not_said"),
+    [
+        # a CNN head's 4096 against 1024: powers of two, no encoder's width
+        (
+            "RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x4096 and 1024x10)\n",
+            "another model",
+        ),
+        # 1024 channels against 512: not a sequence past BERT's positions
+        (
+            "RuntimeError: The size of tensor a (1024) must match the size of tensor b (512) at non-singleton dimension 1\n",
+            "truncat",
+        ),
+        # 144 rows against 64 targets: no per-sample lengths to compare
+        (
+            "ValueError: Expected input batch_size (144) to match target batch_size (64).\n",
+            "different lengths",
+        ),
+    ],
+)
+def test_size_heuristics_need_their_evidence(text: str, not_said: str) -> None:
+    root = diagnose.diagnose_text(text).root
+    assert root is not None and not_said not in root.fixes[0]

@@ -15,7 +15,7 @@ from dlrig.knowledge.tables import records
 @dataclass(frozen=True)
 class ApiChange:
     name: str  # dotted: package (and submodules), then the attribute or module
-    change: str  # removed | added
+    change: str  # removed | added | unimported (no longer imported implicitly)
     distribution: str  # what pip installs it as ("python" for the standard library)
     version: str
     replacement: str
@@ -36,6 +36,7 @@ def _by_name() -> dict[str, ApiChange]:
 def change_for(package: str, name: str) -> ApiChange | None:
     """The change behind `package`'s missing `name`; a removed module answers for its
     submodules too (tensorflow.contrib.slim is tensorflow.contrib's removal)."""
+    package = {"np": "numpy"}.get(package, package)
     parts = f"{package}.{name}".split(".")
     for end in range(len(parts), 1, -1):
         change = _by_name().get(".".join(parts[:end]))
@@ -65,6 +66,9 @@ def message_patterns() -> tuple[str, ...]:
         patterns.append(
             f"cannot import name '(?P<name>{alternatives})' from '(?P<package>{escaped})'"
         )
+    # NumPy 2 says it itself: "`np.NaN` was removed in the NumPy 2.0 release. Use `np.nan` instead."
+    numpy = "|".join(re.escape(c.name.split(".", 1)[1]) for c in changes() if c.name.startswith("numpy."))
+    patterns.append(f"`(?P<package>np)\\.(?P<name>{numpy})` was removed in the NumPy")
     for top, names in modules.items():
         alternatives = "|".join(names)
         patterns.append(

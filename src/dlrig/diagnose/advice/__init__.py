@@ -64,7 +64,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "cudnn_status_error": ("gpu", "cudnn"),
     "text_encoding_mismatch": ("data", "codec"),
     "nan_in_input_data": ("data", "nan_input"),
-    "torch_compile_failed": ("data", "compile_failure"),
+    "torch_compile_failed": ("gpu", "compile_failure"),
 }
 
 

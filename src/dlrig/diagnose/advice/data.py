@@ -1,17 +1,16 @@
-"""Fixes for what a program reads (text in another encoding, NaN in an estimator's input) and
-for torch.compile's failures, from the codec, byte and message kind the log gives."""
+"""Fixes for what a program reads (text in another encoding, NaN in an estimator's input), from
+the codec and the byte the log gives."""
 
 from __future__ import annotations
 
 from dlrig.machine.model import Machine
 
 # The first byte of common binary files: a file read as text that starts with one of these is
-# not text at all (PNG, JPEG, a pickle of protocol 2 or later, a zip such as a torch checkpoint).
+# not text at all (PNG, JPEG, a pickle of protocol 2 or later).
 _BINARY_STARTS = {
     "0x89": "a PNG image",
     "0xff": "a JPEG image or a UTF-16 file",
     "0x80": "a pickle (or a checkpoint saved with pickle)",
-    "0x50": "a zip archive (a torch checkpoint, an .npz)",
 }
 _LOCALE_CODECS = (
     "gbk",
@@ -23,7 +22,6 @@ _LOCALE_CODECS = (
     "cp950",
     "cp949",
     "cp932",
-    "ascii",
 )
 
 
@@ -32,11 +30,7 @@ def codec(groups: dict[str, str], facts: dict[str, str], machine: Machine | None
     byte, position = groups.get("byte", "").lower(), groups.get("position", "")
     if not name:
         return {}
-    if (
-        direction == "decode"
-        and facts.get("pickle_evidence")
-        and name in ("ascii", "utf-8", "utf8")
-    ):
+    if direction == "decode" and facts.get("pickle_evidence") and name == "ascii":
         said = f"A pickle was decoded with '{name}': one written by Python 2, whose byte strings Python 3 reads as text."
         advice = (
             "Load it with encoding='latin1' (pickle.load(f, encoding='latin1'); torch.load(path, "
@@ -59,6 +53,14 @@ def codec(groups: dict[str, str], facts: dict[str, str], machine: Machine | None
             "A binary file was opened as text: check the path given (a checkpoint or image "
             "where a config, list or label file is expected), and open binary files with 'rb'."
         )
+    elif name == "ascii":
+        said = "A file or stream was read with the 'ascii' encoding, which is not the data's."
+        advice = (
+            "'ascii' is the encoding of the C/POSIX locale (LANG unset: a container, cron, an ssh "
+            "session without a locale), which open() and the standard streams then use: set "
+            "LANG=C.UTF-8 (or PYTHONUTF8=1) for the run, or give encoding='utf-8' where the file "
+            "is opened."
+        )
     elif name in _LOCALE_CODECS:
         said = f"A file was read with the '{name}' encoding, which is not the file's."
         advice = (
@@ -80,39 +82,3 @@ def nan_input(
 ) -> dict[str, str]:
     name = groups.get("input")
     return {"input_said": f"the input {name}" if name else "an input"}
-
-
-def compile_failure(
-    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
-) -> dict[str, str]:
-    kind, python = groups.get("kind", ""), groups.get("python", "")
-    if python:
-        return {
-            "compile_said": f": this torch does not support torch.compile on Python {python} and later",
-            "compile_advice": "Use a torch release that supports compile on this Python (torch "
-            "2.4 or later for Python 3.12, 2.6 for 3.13), or run under an older Python, or "
-            "without torch.compile.",
-        }
-    if groups.get("windows") or kind in ("InvalidCxxCompiler", "CppCompileError"):
-        return {
-            "compile_said": ": its backend could not build code on this machine",
-            "compile_advice": "Inductor needs a working C++ compiler for CPU code and Triton for "
-            "GPU code: install one (Linux: g++; Windows: the Visual Studio Build Tools, run from "
-            "their developer prompt, and triton-windows for the GPU), or compile with another "
-            "backend (torch.compile(model, backend='aot_eager')) or none.",
-        }
-    if kind == "Unsupported":
-        return {
-            "compile_said": ": TorchDynamo met code it cannot trace",
-            "compile_advice": "Find the construct in the message above the traceback (a "
-            "data-dependent branch, a call into a C extension or NumPy, a generator): mark that "
-            "function @torch.compiler.disable, compile a smaller module, or upgrade torch, "
-            "whose later releases trace more.",
-        }
-    backend = groups.get("backend")
-    return {
-        "compile_said": f" in its backend ({backend})" if backend else "",
-        "compile_advice": "Read the backend's own error under 'raised:' (a Triton or C++ "
-        "compile error, a missing kernel for an op or dtype); most are bugs of that torch "
-        "release: upgrade torch, or leave the failing module uncompiled.",
-    }

@@ -1,5 +1,6 @@
-"""Fixes for the GPU libraries' own failures, by the status they report: cuDNN's BAD_PARAM is
-the call's arguments, its INTERNAL_ERROR is most often memory."""
+"""Fixes for the GPU libraries' and compilers' own failures, by the status or the kind they
+report: cuDNN's BAD_PARAM is the call's arguments, its INTERNAL_ERROR most often memory;
+torch.compile's failure names the part (Dynamo, the backend, the C++ compiler, the Python)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,42 @@ def cudnn(groups: dict[str, str], facts: dict[str, str], machine: Machine | None
     if status:
         out["status"] = status
     return out
+
+
+def compile_failure(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    kind, python = groups.get("kind", ""), groups.get("python", "")
+    if python:
+        # torch.compile supports Python 3.12 from torch 2.4 and 3.13 from 2.6 (their release
+        # notes); wheels for a Python can come earlier than compile's support of it
+        return {
+            "compile_said": f": this torch does not support torch.compile on Python {python} and later",
+            "compile_advice": "Use a torch release that supports compile on this Python (torch "
+            "2.4 or later for Python 3.12, 2.6 for 3.13), or run under an older Python, or "
+            "without torch.compile.",
+        }
+    if groups.get("windows") or kind in ("InvalidCxxCompiler", "CppCompileError"):
+        return {
+            "compile_said": ": its backend could not build code on this machine",
+            "compile_advice": "Inductor needs a working C++ compiler for CPU code and Triton for "
+            "GPU code: install one (Linux: g++; Windows: the Visual Studio Build Tools, run from "
+            "their developer prompt, and triton-windows for the GPU), or compile with another "
+            "backend (torch.compile(model, backend='aot_eager')) or none.",
+        }
+    if kind == "Unsupported":
+        return {
+            "compile_said": ": TorchDynamo met code it cannot trace",
+            "compile_advice": "Find the construct in the message above the traceback (a "
+            "data-dependent branch, a call into a C extension or NumPy, a generator): mark that "
+            "function @torch.compiler.disable, compile a smaller module, or upgrade torch, "
+            "whose later releases trace more.",
+        }
+    backend = groups.get("backend")
+    return {
+        "compile_said": f" in its backend ({backend})" if backend else "",
+        "compile_advice": "Read the error compile wraps (after 'raised:', or in the lines above "
+        "the traceback: a Triton or C++ compile error, a missing kernel for an op or dtype); "
+        "most are bugs of that torch release: upgrade torch, or leave the failing module "
+        "uncompiled.",
+    }

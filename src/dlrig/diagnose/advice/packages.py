@@ -142,13 +142,24 @@ def _api_change(change: api_changes.ApiChange, package: str) -> dict[str, str]:
     """A removal or an addition the table knows: its release and replacement."""
     python = change.distribution == "python"
     label = "Python" if python else change.distribution
-    if change.change == "removed":
-        said = f"{change.name} was removed in {label} {change.version}, and the code still uses it."
-        older = (
-            f"run it on a Python older than {change.version}"
-            if python
-            else f"install a {label} older than {change.version} (pip install '{label}<{change.version}')"
+    if change.change == "unimported":
+        said = (
+            f"{change.name} is no longer imported implicitly from {label} {change.version} on, "
+            "and the code relies on it."
         )
+        advice = (
+            f"Use {change.replacement}, or install a {label} older than {change.version} "
+            f"(pip install '{label}<{change.version}')."
+        )
+    elif change.change == "removed":
+        said = f"{change.name} was removed in {label} {change.version}, and the code still uses it."
+        if python:
+            older = f"run it on a Python older than {change.version}"
+        elif label == "tensorflow" and change.version == "2.0.0":
+            # TensorFlow 1.x has no wheels for Python 3.8 or later
+            older = "use TensorFlow 1.15 under Python 3.7 or older"
+        else:
+            older = f"install a {label} older than {change.version} (pip install '{label}<{change.version}')"
         advice = (
             f"Use {change.replacement} in the code, or {older}."
             if change.replacement

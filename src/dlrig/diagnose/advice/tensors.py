@@ -49,14 +49,21 @@ def _linear(groups: dict[str, str]) -> dict[str, str]:
         f"{got} (nn.LazyLinear infers it) and train it again."
     )
     widths = model_dimensions.hidden_widths()
-    if int(got) in widths and int(expected) in widths:
-        # both sizes are models' embedding widths: a component of another model, not data
+    got_n, expected_n = int(got), int(expected)
+    # two encoders' widths, one of them no power of two (768, 1280, 1152: CNNs and MLPs are
+    # built with 512, 1024, 2048 as well): a component of another model, more than data
+    if (
+        got_n in widths
+        and expected_n in widths
+        and not (_power_of_two(got_n) and _power_of_two(expected_n))
+    ):
         advice = (
-            f"{got} ({model_dimensions.models_of(int(got))}) and {expected} "
-            f"({model_dimensions.models_of(int(expected))}) are models' embedding widths: the "
-            "features come from another model than the layer was built for. Load the parts "
-            "made for one base model (the text encoder, CLIP vision model, adapter or LoRA for "
-            "that model family), or the projector for this encoder."
+            f"{got} ({model_dimensions.models_of(got_n)}) and {expected} "
+            f"({model_dimensions.models_of(expected_n)}) are models' embedding widths: where a "
+            "pipeline joins models, the features come from another model than the layer was "
+            "built for: load the parts made for one base model (the text encoder, CLIP vision "
+            "model, adapter or LoRA for that model family), or the projector for this encoder. "
+            "Otherwise, feed data of the size the model was designed for."
         )
     rows = groups.get("rows", "")
     # the batch flattened into one row: the row holds a whole number of samples' features
@@ -66,6 +73,10 @@ def _linear(groups: dict[str, str]) -> dict[str, str]:
             "x.flatten(1) or x.view(x.size(0), -1), not x.view(-1))."
         )
     return {"linear_advice": advice}
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
 
 
 def _sizes(groups: dict[str, str]) -> dict[str, str]:
@@ -79,14 +90,26 @@ def _sizes(groups: dict[str, str]) -> dict[str, str]:
     if (small, large) in ((3, 4), (1, 3)):
         out["sizes_note"] = ": a channel count"
         out["sizes_advice"] = _channel_hint(3, 4 if large == 4 else 1)
-    elif small in model_dimensions.max_positions() and dim == "1" and large > small:
+    elif (
+        small in model_dimensions.max_positions()
+        and dim == "1"
+        and large > small
+        # a token count, not a channel count (512 against 1024 channels is a layer's width)
+        and not _power_of_two(large)
+    ):
         out["sizes_note"] = f": {small} is a model's maximum sequence length"
         out["sizes_advice"] = (
             f"The input is longer ({large}) than the position embeddings of the model ({small}: "
             f"{model_dimensions.models_of(small, 'max_positions')}): truncate it (tokenizer(..., "
             f"truncation=True, max_length={small})), or split it into chunks."
         )
-    elif small >= 16 and large - small <= max(2, small // 50) and dim not in ("0", "1"):
+    elif (
+        small >= 16
+        and large - small <= max(2, small // 50)
+        and dim not in ("0", "1")
+        # 1024 against 1025 is a sequence and its mask more often than a picture's side
+        and not _power_of_two(small)
+    ):
         out["sizes_note"] = ": a spatial size off by a few"
         out["sizes_advice"] = (
             f"{large} against {small} on a spatial axis is an input whose height or width is "
@@ -284,7 +307,10 @@ def loss_target(
     rows, targets = groups.get("input_batch", ""), groups.get("target_batch", "")
     if rows.isdigit() and targets.isdigit():
         batch = math.gcd(int(rows), int(targets))
-        if batch > 1 and min(int(rows), int(targets)) // batch > 1:
+        lengths = sorted((int(rows) // batch, int(targets) // batch))
+        # both a batch times a length, and the lengths close (19 against 20 tokens): a shift or a
+        # cut, not a merged axis; far-apart ratios (144 against 64) say nothing of lengths
+        if batch > 1 and lengths[0] >= 4 and lengths[1] - lengths[0] <= max(1, lengths[1] // 4):
             # both are a batch times a length: the per-sample lengths differ, not the batch
             per_output, per_target = int(rows) // batch, int(targets) // batch
             return {
