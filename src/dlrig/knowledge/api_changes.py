@@ -67,7 +67,9 @@ def message_patterns() -> tuple[str, ...]:
             f"cannot import name '(?P<name>{alternatives})' from '(?P<package>{escaped})'"
         )
     # NumPy 2 says it itself: "`np.NaN` was removed in the NumPy 2.0 release. Use `np.nan` instead."
-    numpy = "|".join(re.escape(c.name.split(".", 1)[1]) for c in changes() if c.name.startswith("numpy."))
+    numpy = "|".join(
+        re.escape(c.name.split(".", 1)[1]) for c in changes() if c.name.startswith("numpy.")
+    )
     patterns.append(f"`(?P<package>np)\\.(?P<name>{numpy})` was removed in the NumPy")
     for top, names in modules.items():
         alternatives = "|".join(names)
