@@ -189,7 +189,7 @@ def test_numpy_2_s_own_removal_message():
         # 1024 channels against 512: not a sequence past BERT's positions
         (
             "RuntimeError: The size of tensor a (1024) must match the size of tensor b (512) at non-singleton dimension 1\n",
-            "truncat",
+            "truncation=True",
         ),
         # 144 rows against 64 targets: no per-sample lengths to compare
         (
