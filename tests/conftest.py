@@ -12,9 +12,12 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pytest
+
+if TYPE_CHECKING:
+    from dlrig.diagnose import Finding
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,6 +29,16 @@ NVSMI = FIXTURES / "nvidia-smi"
 AMD = FIXTURES / "amd"
 GAUDI = FIXTURES / "gaudi"
 CORPUS = ROOT / "tests" / "corpus"
+
+
+def corpus_root(log: str) -> Finding:
+    """The root finding `dlrig diagnose` gives for a corpus log (tests/corpus/logs/LOG), asserted
+    to exist: the diagnose tests' shared helper (dlrig.diagnose is imported when first used)."""
+    from dlrig import diagnose
+
+    root = diagnose.diagnose_paths([CORPUS / "logs" / log]).root
+    assert root is not None, log
+    return root
 
 
 class Ran(NamedTuple):

@@ -4,20 +4,15 @@ readers found the first answer doubtful, wrong or missing (tests/corpus/logs, SO
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from dlrig import diagnose
-from dlrig.diagnose import Finding
+from tests.conftest import CORPUS, corpus_root
 
-LOGS = Path(__file__).parents[1] / "corpus" / "logs"
+LOGS = CORPUS / "logs"
 
 
-def _root(log: str) -> Finding:
-    root = diagnose.diagnose_paths([LOGS / log]).root
-    assert root is not None, log
-    return root
+_root = corpus_root
 
 
 def test_cudnn_bad_param_looks_at_the_input_not_memory():

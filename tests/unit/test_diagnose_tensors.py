@@ -4,20 +4,15 @@ SOURCES.md): each remedy follows from the sizes, dtypes and names the message gi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from dlrig import diagnose
-from dlrig.diagnose import Finding
+from tests.conftest import CORPUS, corpus_root
 
-LOGS = Path(__file__).parents[1] / "corpus" / "logs"
+LOGS = CORPUS / "logs"
 
 
-def _root(log: str) -> Finding:
-    root = diagnose.diagnose_paths([LOGS / log]).root
-    assert root is not None, log
-    return root
+_root = corpus_root
 
 
 def test_embedding_widths_of_two_models_name_a_component_of_another_model():

@@ -12,7 +12,7 @@ import csv
 from pathlib import Path
 
 from dlrig import causes, diagnose
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, corpus_root
 
 LOGS = CORPUS / "logs"
 OUTSIDE = LOGS / "outside"
@@ -23,10 +23,7 @@ CONFIDENT = 0.5
 OUTSIDE_CONFIDENT_AT_MOST = 4
 
 
-def _root(path: str) -> diagnose.Finding:
-    result = diagnose.diagnose_paths([LOGS / path])
-    assert result.root is not None, path
-    return result.root
+_root = corpus_root
 
 
 def test_flash_attn_built_for_another_torch_is_the_extension_not_torchvision():

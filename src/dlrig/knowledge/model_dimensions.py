@@ -24,10 +24,12 @@ def _table() -> tuple[ModelDimension, ...]:
     return records("model_dimensions", ModelDimension)
 
 
+@functools.cache
 def hidden_widths() -> frozenset[int]:
     return frozenset(d.size for d in _table() if d.kind == "hidden_width")
 
 
+@functools.cache
 def max_positions() -> frozenset[int]:
     return frozenset(d.size for d in _table() if d.kind == "max_positions")
 
