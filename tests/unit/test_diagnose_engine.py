@@ -6,6 +6,7 @@ import gzip
 import io
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -237,3 +238,27 @@ def test_a_message_wrapped_by_a_paste_is_read_across_the_wrap_on_its_own_line(tm
         assert root is not None and root.cause == "serving_config_invalid", name
         assert root.evidence[0].startswith(f"{path}:1: ValueError"), root.evidence
         assert "3984" in root.fixes[0], name  # the number after the wrap reached the fix
+
+
+def test_a_large_chunk_scanned_in_two_halves_finds_what_one_pass_finds(monkeypatch):
+    """Hyperscan cuts a chunk of a MB or more at a newline near its middle and scans the halves
+    at once: every anchored line, the one right after the cut included, is found in order, with
+    one thread or two."""
+    from dlrig.diagnose import anchors
+
+    try:
+        engine = anchors.select_engine(["CUDA out of memory", "Killed"], "hyperscan")
+    except ImportError:
+        pytest.skip("hyperscan (the `fast` extra) is not installed")
+    reference = anchors.select_engine(["CUDA out of memory", "Killed"], "python-re")
+    filler = b"step 12 | loss 2.31 | lr 3e-4\n" * 40_000  # ~1.2 MB, past SPLIT_BYTES
+    data = bytearray(b"Killed\n" + filler + b"CUDA out of memory\n" + filler + b"killed\n")
+    half = len(data) // 2
+    cut = data.find(b"\n", half) + 1
+    data[cut : cut + 6] = b"KILLED"  # an anchor starting exactly at the cut
+    lines_of = lambda offsets: [data.count(b"\n", 0, o) for o in offsets]  # noqa: E731
+    expected = lines_of(reference.offsets(data, len(data)))
+    assert len(expected) == 4
+    for threads in ("1", "2"):
+        monkeypatch.setenv("DLRIG_DIAGNOSE_THREADS", threads)
+        assert lines_of(engine.offsets(data, len(data))) == expected

@@ -3,10 +3,14 @@ engine installed (Hyperscan, else RE2, else Python's re), case-insensitive, offs
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 from collections.abc import Iterable
 from typing import Any
+
+# Below this a chunk is scanned in one piece: a helper thread's hand-off costs more than it saves.
+SPLIT_BYTES = 1 << 20
 
 
 class _Engine:
@@ -40,14 +44,17 @@ class _Re2(_Engine):
 class _Hyperscan(_Engine):
     """Intel's Hyperscan (the `fast` extra): SIMD multi-literal matching, several times faster
     than a DFA over hundreds of literals. It reports where each match ends; the offset before
-    that end lies inside the match, which is all the line lookup needs (anchors hold no newline)."""
+    that end lies inside the match, which is all the line lookup needs (anchors hold no newline).
+
+    A large chunk is cut at a newline near its middle and the halves scanned at once, the
+    second by a helper thread: Hyperscan releases the GIL while it scans, and no anchor can
+    straddle a newline, so the halves find what the whole would."""
 
     name = "hyperscan"
 
     def __init__(self, anchors: list[str]) -> None:
         import hyperscan
 
-        self._hs = hyperscan
         expressions = [re.escape(a).encode() for a in anchors]
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._db.compile(
@@ -56,18 +63,39 @@ class _Hyperscan(_Engine):
             elements=len(expressions),
             flags=[hyperscan.HS_FLAG_CASELESS] * len(expressions),
         )
+        # one scratch space per thread: a scratch in use by another scan is refused
+        self._scratch = (hyperscan.Scratch(self._db), hyperscan.Scratch(self._db))
+        self._helper: concurrent.futures.ThreadPoolExecutor | None = None
 
-    def offsets(self, buffer: bytearray, limit: int) -> Iterable[int]:
+    def _scan(self, view: Any, scratch: Any, base: int) -> list[int]:
         found: list[int] = []
 
         def on_match(_id: int, _start: int, end: int, _flags: int, _context: object) -> None:
-            found.append(end - 1)
+            found.append(base + end - 1)
 
-        # Any: the stubs say str or bytes; the library reads any buffer (a slice, not a copy).
-        view: Any = memoryview(buffer)[:limit]
-        self._db.scan(view, match_event_handler=on_match)
+        self._db.scan(view, match_event_handler=on_match, scratch=scratch)
         found.sort()  # reported by end offset, several anchors may end alike
         return found
+
+    def offsets(self, buffer: bytearray, limit: int) -> Iterable[int]:
+        # Any: the stubs say str or bytes; the library reads any buffer (a slice, not a copy).
+        view: Any = memoryview(buffer)
+        middle = buffer.find(b"\n", limit // 2, limit) + 1 if limit >= SPLIT_BYTES else 0
+        if middle <= 0 or _hardware_threads() < 2:
+            return self._scan(view[:limit], self._scratch[0], 0)
+        if self._helper is None:
+            self._helper = concurrent.futures.ThreadPoolExecutor(1, "dlrig-anchors")
+        second = self._helper.submit(self._scan, view[middle:limit], self._scratch[1], middle)
+        return self._scan(view[:middle], self._scratch[0], 0) + second.result()
+
+
+def _hardware_threads() -> int:
+    """Threads the scan may use: DLRIG_DIAGNOSE_THREADS (1 keeps it to one), else the CPUs this
+    process may run on."""
+    wanted = os.environ.get("DLRIG_DIAGNOSE_THREADS", "")
+    if wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 ENGINES = {"hyperscan": _Hyperscan, "re2": _Re2, "python-re": _Engine}
