@@ -187,3 +187,9 @@ def torch_for_torchaudio(torchaudio_version: str) -> str | None:
         if entry.torchaudio_version == minor:
             return entry.torch_version
     return None
+
+
+@functools.cache
+def compile_python_support() -> dict[str, str]:
+    """Python version -> the first torch release whose torch.compile supports it."""
+    return {row["python"]: row["torch_min"] for row in rows("torch_compile_python")}

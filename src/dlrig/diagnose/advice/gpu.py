@@ -4,6 +4,7 @@ torch.compile's failure names the part (Dynamo, the backend, the C++ compiler, t
 
 from __future__ import annotations
 
+from dlrig.knowledge.pytorch import compile_python_support
 from dlrig.machine.model import Machine
 
 
@@ -52,13 +53,13 @@ def compile_failure(
 ) -> dict[str, str]:
     kind, python = groups.get("kind", ""), groups.get("python", "")
     if python:
-        # torch.compile supports Python 3.12 from torch 2.4 and 3.13 from 2.6 (their release
-        # notes); wheels for a Python can come earlier than compile's support of it
+        first = compile_python_support().get(python)
+        release = f"torch {first} or later" if first else "a later torch release"
         return {
             "compile_said": f": this torch does not support torch.compile on Python {python} and later",
-            "compile_advice": "Use a torch release that supports compile on this Python (torch "
-            "2.4 or later for Python 3.12, 2.6 for 3.13), or run under an older Python, or "
-            "without torch.compile.",
+            "compile_advice": f"Use a torch release whose compile supports Python {python} "
+            f"({release}; wheels for a Python can come before compile's support of it), or "
+            "run under an older Python, or without torch.compile.",
         }
     if groups.get("windows") or kind in ("InvalidCxxCompiler", "CppCompileError"):
         return {
