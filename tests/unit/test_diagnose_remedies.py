@@ -1,6 +1,7 @@
 """Remedies chosen by what the log shows besides the error (cuDNN's status, the platform, the GPU
 it names, the package release a name belongs to): the tenth symptom sample's threads, whose
-readers found the first answer doubtful, wrong or missing (tests/corpus/logs, SOURCES.md)."""
+readers found the first answer doubtful, wrong or missing, and the confirmed threads of the causes
+added from its outside clusters (tests/corpus/logs, SOURCES.md, manifest-y.csv, manifest-z.csv)."""
 
 from __future__ import annotations
 
@@ -197,3 +198,65 @@ def test_numpy_2_s_own_removal_message():
 def test_size_heuristics_need_their_evidence(text: str, not_said: str) -> None:
     root = diagnose.diagnose_text(text).root
     assert root is not None and not_said not in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        # an operator without an MPS kernel (torch 1.12's "is not current implemented")
+        ("mps_op_unsupported/InvokeAI-232-index-put-fallback.log", "PYTORCH_ENABLE_MPS_FALLBACK=1"),
+        # numpy's float64 moved to the Apple GPU
+        ("mps_op_unsupported/tianshou-1237-float64-to-mps.log", "float32"),
+    ],
+)
+def test_mps_fixes_follow_the_operator_or_the_dtype(log: str, said: str) -> None:
+    root = _root(log)
+    assert root.cause == "mps_op_unsupported" and said in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        # the exporter names the opset that added the operator
+        ("onnx_export_unsupported/nemo-16-round-opset9.log", "opset_version=11"),
+        ("onnx_export_unsupported/BitBLAS-115-sdpa-opset13.log", "opset_version=14"),
+        # an antialiased resize: no opset of that exporter has it
+        (
+            "onnx_export_unsupported/vision-6806-resize-antialias-bicubic2d-aa.log",
+            "antialias=False",
+        ),
+    ],
+)
+def test_onnx_export_fixes_follow_the_message(log: str, said: str) -> None:
+    root = _root(log)
+    assert root.cause == "onnx_export_unsupported" and said in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        # a DataLoader worker given a dataset holding an LMDB environment (Windows: spawn)
+        ("object_not_picklable/parseq-6-lmdb-environment-windows.log", "LMDB"),
+        # a lambda in a transform
+        ("object_not_picklable/CLIP-151-lambda-in-compose.log", "top level"),
+    ],
+)
+def test_pickling_fixes_name_what_could_not_travel(log: str, said: str) -> None:
+    root = _root(log)
+    assert root.cause == "object_not_picklable" and said in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        # a whole model saved from a script's __main__, loaded from another script
+        ("pickled_class_missing/emotic-15-whole-model-saved-from-main.log", "__main__"),
+        # a checkpoint written by a newer torch, loaded by an older one
+        ("pickled_class_missing/pytorch-15375-rebuild-parameter-older-torch.log", "torch release"),
+        # a worker started by spawn from a notebook
+        ("pickled_class_missing/vegas-26-jupyter-windows-integrand-in-main.log", ".py"),
+    ],
+)
+def test_a_missing_pickled_class_is_told_by_where_it_was_looked_for(log: str, said: str) -> None:
+    root = _root(log)
+    assert root.cause == "pickled_class_missing" and said in root.fixes[0]

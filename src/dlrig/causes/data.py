@@ -162,4 +162,39 @@ CAUSES: tuple[Cause, ...] = (
         "drop them (SimpleImputer, df.dropna()); for predictions, the model diverged: look at "
         "the training loss.",
     ),
+    Cause(
+        "onnx_export_unsupported",
+        "The ONNX exporter cannot export an operator of the model",
+        "torch.onnx.export translates each operator of the traced model into ONNX operators of "
+        "the chosen opset; an operator with no translation (or none in that opset) stops the "
+        "export. Newer opsets and torch releases cover more operators.",
+        "Export with the opset the message names (opset_version=N) or a newer one, try the "
+        "dynamo-based exporter (torch.onnx.export(..., dynamo=True)), or replace the operator in "
+        "the model (or register a custom symbolic for it).",
+    ),
+    Cause(
+        "object_not_picklable",
+        "An object could not be pickled to another process or a file",
+        "Python sends objects to other processes (DataLoader workers and multiprocessing under "
+        "the spawn start method: Windows, macOS) and saves them (torch.save of a whole model) by "
+        "pickling them; lambdas, functions and classes defined inside a function, and open "
+        "handles (locks, files, LMDB environments, database connections, generators) cannot be "
+        "pickled.",
+        "Define the dataset, collate_fn and worker functions at a module's top level (no lambdas "
+        "or nested functions), open file handles and environments lazily in each worker (in "
+        "__getitem__ or worker_init_fn), and save a model's state_dict rather than the module; "
+        "num_workers=0 confirms it is the workers.",
+    ),
+    Cause(
+        "pickled_class_missing",
+        "Unpickling needs a class this program cannot find",
+        "A pickle stores a class by its module and name and imports it when loading: a "
+        "checkpoint saved as a whole model (torch.save(model)) needs the model's class under the "
+        "same module path (a class defined in the saving script's __main__ is looked up in the "
+        "loading script's __main__); a worker started by spawn re-imports the main module, and "
+        "a class defined in a notebook or an interactive session is not there.",
+        "Import or define the class under the module name the message gives before loading, and "
+        "save state_dicts rather than whole models; for spawned workers, move the Dataset (and "
+        "collate_fn) from the notebook into a .py module and import it.",
+    ),
 )

@@ -354,4 +354,15 @@ CAUSES: tuple[Cause, ...] = (
         "= True) or leave the failing module uncompiled; upgrade torch, as compile bugs are "
         "often fixed in the next release.",
     ),
+    Cause(
+        "spawn_main_unguarded",
+        "A process was started while the main module was being imported",
+        "Under the spawn start method (the default on Windows and macOS) each new process "
+        "re-imports the main script; a script that starts DataLoader workers or processes at its "
+        "top level, outside `if __name__ == '__main__':`, starts them again from every child, "
+        "which multiprocessing refuses.",
+        "Put the script's top-level work under `if __name__ == '__main__':` (a main() called "
+        "from there), calling multiprocessing.freeze_support() first in a frozen executable; "
+        "num_workers=0 avoids worker processes altogether.",
+    ),
 )

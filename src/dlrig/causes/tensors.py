@@ -76,4 +76,15 @@ CAUSES: tuple[Cause, ...] = (
         "V) with labels.view(-1)), and target.float().view_as(output) for BCEWithLogitsLoss; "
         "check the model's forward keeps the batch axis (x.flatten(1), not x.view(-1, k)).",
     ),
+    Cause(
+        "mps_op_unsupported",
+        "An operator or dtype is not supported on Apple's MPS backend",
+        "PyTorch's MPS backend (the GPU of Apple-silicon Macs) implements a subset of torch's "
+        "operators and no float64: an operator without an MPS kernel raises NotImplementedError, "
+        "and a float64 (or, on older macOS, bfloat16 or complex; float8 anywhere) tensor cannot "
+        "be moved to the device.",
+        "For a missing operator set PYTORCH_ENABLE_MPS_FALLBACK=1 before Python starts (that "
+        "operator runs on the CPU), or upgrade torch; for float64, cast to float32 before "
+        ".to('mps') (numpy arrays are float64 by default).",
+    ),
 )

@@ -65,6 +65,10 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "text_encoding_mismatch": ("data", "codec"),
     "nan_in_input_data": ("data", "nan_input"),
     "torch_compile_failed": ("gpu", "compile_failure"),
+    "mps_op_unsupported": ("gpu", "mps"),
+    "onnx_export_unsupported": ("data", "onnx_export"),
+    "object_not_picklable": ("data", "pickling"),
+    "pickled_class_missing": ("data", "pickled_class"),
 }
 
 

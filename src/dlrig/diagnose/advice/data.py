@@ -3,6 +3,9 @@ the codec and the byte the log gives."""
 
 from __future__ import annotations
 
+import re
+
+from dlrig.knowledge.extensions import known_module
 from dlrig.machine.model import Machine
 
 # The first byte of common binary files: a file read as text that starts with one of these is
@@ -82,3 +85,135 @@ def nan_input(
 ) -> dict[str, str]:
     name = groups.get("input")
     return {"input_said": f"the input {name}" if name else "an input"}
+
+
+def onnx_export(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    op, opset, supported = groups.get("op", ""), groups.get("opset", ""), groups.get("supported")
+    op = op.lstrip(":")  # torch 1.13 printed the operator as "::_upsample_bicubic2d_aa"
+    out = {
+        "onnx_said": f"torch.onnx.export has no translation of {f'the operator {op}' if op else 'an operator'} into ONNX"
+        + (f" opset {opset}" if opset else "")
+        + (f" ({groups['detail'].strip()})." if groups.get("detail") else "."),
+    }
+    if op.endswith("_aa") or "_aa." in op:
+        # aten::_upsample_bilinear2d_aa and friends: interpolate or Resize with antialias=True
+        out["onnx_export_advice"] = (
+            f"{op} is a resize with antialias=True (F.interpolate(..., antialias=True), "
+            "torchvision's Resize, which antialiases by default from 0.17): pass "
+            "antialias=False where the model or its preprocessing resizes, for the export; "
+            "results differ slightly when downscaling."
+        )
+    elif supported:
+        out["onnx_export_advice"] = (
+            f"Export with opset_version={supported} (or later): torch.onnx.export(..., "
+            f"opset_version={supported}); the ONNX runtime that loads the model must support "
+            "that opset."
+        )
+    else:
+        out["onnx_export_advice"] = (
+            "Try a newer opset (torch.onnx.export(..., opset_version=17) or the newest your "
+            "runtime loads) and a newer torch, whose exporter translates more operators."
+        )
+    return out
+
+
+# Packages whose wheels come in builds (CPU, CUDA, ROCm variants): no bare pip command for them.
+_BUILDS = {"torch", "torchvision", "torchaudio", "tensorflow", "jax", "jaxlib"}
+
+# Objects that hold an open handle (as pickle names them): what each one is in a training program.
+_HANDLES = {
+    "environment": "an LMDB environment (lmdb.open)",
+    "_thread.lock": "a lock (a logger's handler, a SummaryWriter, a queue or a client object)",
+    "_thread.rlock": "a lock (a logger's handler, a SummaryWriter, a queue or a client object)",
+    "generator": "a generator",
+    "_io.bufferedreader": "an open file",
+    "_io.textiowrapper": "an open file",
+    "sqlite3.connection": "an SQLite connection",
+}
+
+
+def pickling(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """What could not be pickled, and where it was going: a spawned worker or a saved file."""
+    obj = groups.get("object", "")
+    handle = _HANDLES.get(obj.lower())
+    local = "<locals>" in obj or "lambda" in obj
+    said = f"'{obj}'" + (f" ({handle})" if handle else "") if obj else "an object"
+    if facts.get("save_evidence") and not facts.get("spawn_evidence"):
+        where = " while saving"
+        advice = (
+            "Save the model's weights, not the object: torch.save(model.state_dict(), path) "
+            "(and rebuild the model in code to load them); the object holds "
+            + (handle or "something pickle cannot store (a lambda, a nested function, a handle)")
+            + "."
+        )
+    elif handle:
+        where = " to send it to a worker process" if facts.get("spawn_evidence") else ""
+        advice = (
+            f"Do not keep {handle} on the dataset (or whatever is sent to the workers): create "
+            "it lazily in each worker (in __getitem__ when it is still None, or in "
+            "worker_init_fn) and keep only the path in __init__; worker processes started by "
+            "spawn (Windows, macOS) receive the dataset by pickle."
+        )
+    else:
+        where = " to send it to a worker process" if facts.get("spawn_evidence") else ""
+        advice = (
+            "Define "
+            + (f"{obj.split('.<locals>')[0]}'s nested function or lambda" if local else "it")
+            + " at a module's top level (a named function or class, not a lambda or a function "
+            "defined inside another): DataLoader workers and multiprocessing under spawn "
+            "(Windows, macOS) receive the dataset, collate_fn and worker_init_fn by pickle."
+        )
+    return {"pickle_said": f"Python could not pickle {said}{where}.", "pickle_advice": advice}
+
+
+def pickled_class(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    name, module = groups.get("name", "the class"), groups.get("module", "")
+    if module == "__main__" and (groups.get("builtin") or facts.get("spawn_evidence")):
+        return {
+            "class_where": " in a worker started by spawn: it was defined in a notebook or an "
+            "interactive session, which the worker cannot re-import",
+            "class_advice": f"Move {name} (the Dataset, collate_fn, worker function) into a .py "
+            "file next to the notebook and import it from there; or num_workers=0.",
+        }
+    if module == "__main__":
+        return {
+            "class_where": ": the file was pickled with a class defined in the saving script "
+            "itself (its __main__), so loading looks for it in this script",
+            "class_advice": f"Make {name} exist in the loading script before loading (import it "
+            f"from the module that defines it and set it there: import __main__; "
+            f"__main__.{name} = {name}); better, save model.state_dict() and load it into a "
+            "model built in code.",
+        }
+    installed = known_module(module.split(".")[0])[0]
+    site = re.search(r"[/\\](?:site|dist)-packages[/\\]", groups.get("module_file", ""))
+    if installed is not None or site:
+        package = module.split(".")[0]
+        if installed is not None and installed.distribution:
+            package = installed.distribution
+        # torch and its companions: the command depends on the build (CUDA variant), which a
+        # pickle does not tell; the resolver gives it where the machine is known (doctor)
+        how = (
+            f" ({installed.command} --upgrade)"
+            if installed is not None and installed.distribution and package not in _BUILDS
+            else " (the same build: CPU, or the CUDA or ROCm variant installed now)"
+        )
+        return {
+            "class_where": f": the installed {package} lacks it, so the file was written by "
+            f"another version of {package}, most often a newer one",
+            "class_advice": f"Install the {package} release that saved the file, or a later one, "
+            f"with the Python that loads it{how}, then load again; or have the file re-saved as "
+            "a state_dict (model.state_dict()) by the version that wrote it.",
+        }
+    return {
+        "class_where": f": the module {module} has no {name} (renamed or moved since the file "
+        "was saved, or another version of the code)",
+        "class_advice": f"Load with the version of the code that saved it ({module} with {name} "
+        "importable), or alias the old name before loading; then save model.state_dict(), which "
+        "does not depend on the code's layout.",
+    }

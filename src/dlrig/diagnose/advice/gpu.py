@@ -85,3 +85,45 @@ def compile_failure(
         "most are bugs of that torch release: upgrade torch, or leave the failing module "
         "uncompiled.",
     }
+
+
+# What each dtype the MPS backend refuses needs instead (the dtype as torch names it).
+_MPS_DTYPES = {
+    "float64": "cast to float32 before moving it to 'mps' (tensor.float(); numpy arrays are "
+    "float64 by default: np.float32 at creation or .astype(np.float32); "
+    "torch.set_default_dtype(torch.float32)), or run the part that needs float64 on the CPU",
+    "double": "cast to float32 before moving it to 'mps' (tensor.float(); numpy arrays are "
+    "float64 by default: .astype(np.float32)), or run the part that needs float64 on the CPU",
+    "bfloat16": "use float16 or float32 on MPS (torch_dtype=torch.float16), or a newer macOS "
+    "(14 or later) and torch, whose MPS backend has bfloat16",
+}
+
+
+def mps(groups: dict[str, str], facts: dict[str, str], machine: Machine | None) -> dict[str, str]:
+    op, dtype = groups.get("op", ""), groups.get("dtype", "")
+    if op:
+        return {
+            "mps_said": f"PyTorch's MPS backend (an Apple-silicon GPU) has no kernel for {op}.",
+            "mps_advice": "Set PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before Python "
+            f"starts (export PYTORCH_ENABLE_MPS_FALLBACK=1): {op} then runs on the CPU and the "
+            "rest on the GPU; or upgrade torch, whose later releases implement more operators "
+            "on MPS (pytorch/pytorch#77764 lists the missing ones).",
+        }
+    if not dtype:
+        return {}
+    key = dtype.lower()
+    if key.startswith("float8"):
+        advice = (
+            f"{dtype} weights do not run on MPS: load the model in float16 or float32 (an "
+            "fp16/bf16 checkpoint of it, not the fp8 one), or run it on a CUDA GPU"
+        )
+    else:
+        advice = _MPS_DTYPES.get(
+            key,
+            f"convert the tensor to a dtype MPS has (float32, float16, int32) before moving it "
+            f"to 'mps', or compute the {dtype} part on the CPU",
+        )
+    return {
+        "mps_said": f"PyTorch's MPS backend (an Apple-silicon GPU) has no {dtype} tensors.",
+        "mps_advice": advice[0].upper() + advice[1:] + ".",
+    }
