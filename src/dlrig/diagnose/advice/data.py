@@ -140,7 +140,6 @@ def pickling(
     """What could not be pickled, and where it was going: a spawned worker or a saved file."""
     obj = groups.get("object", "")
     handle = _HANDLES.get(obj.lower())
-    local = "<locals>" in obj or "lambda" in obj
     said = f"'{obj}'" + (f" ({handle})" if handle else "") if obj else "an object"
     if facts.get("save_evidence") and not facts.get("spawn_evidence"):
         where = " while saving"
@@ -160,9 +159,16 @@ def pickling(
         )
     else:
         where = " to send it to a worker process" if facts.get("spawn_evidence") else ""
+        outer, _, inner = obj.partition(".<locals>.")
         advice = (
             "Define "
-            + (f"{obj.split('.<locals>')[0]}'s nested function or lambda" if local else "it")
+            + (
+                f"the lambda now inside {outer} as a named function"
+                if inner.endswith("<lambda>")
+                else f"{inner} (now defined inside {outer})"
+                if inner
+                else "it"
+            )
             + " at a module's top level (a named function or class, not a lambda or a function "
             "defined inside another): DataLoader workers and multiprocessing under spawn "
             "(Windows, macOS) receive the dataset, collate_fn and worker_init_fn by pickle."
