@@ -1,5 +1,6 @@
-"""Fixes for what a program reads (text in another encoding, NaN in an estimator's input), from
-the codec and the byte the log gives."""
+"""Fixes for what a program reads and writes (text in another encoding, NaN in an estimator's
+input or a loss, an ONNX export, pickles sent to workers or loaded from files), from what the log
+gives: the codec and the byte, the operator and the opset, the object and the module."""
 
 from __future__ import annotations
 
@@ -85,6 +86,30 @@ def nan_input(
 ) -> dict[str, str]:
     name = groups.get("input")
     return {"input_said": f"the input {name}" if name else "an input"}
+
+
+def nan_loss(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """A NaN loss: fp16 overflow first only where the log shows the run computes in half
+    precision; otherwise divergence (a learning rate too high, bad inputs) is the likelier one."""
+    half = facts.get("half_evidence")
+    fp16 = "Switch to bf16 (Ampere or newer) or fp32 for the overflowing layers"
+    diverge = "Lower the learning rate (a tenth, or add warmup) and clip gradients (clip_grad_norm_(params, 1.0))"
+    if half:
+        return {
+            "nan_why": f"the run computes in half precision ({half}): values overflowed (fp16 "
+            "tops out at 65504) or the optimisation diverged",
+            "nan_first": f"{fp16}: fp16 overflows where bf16 and fp32 do not.",
+            "nan_second": f"{diverge}.",
+        }
+    return {
+        "nan_why": "the optimisation diverged (a learning rate too high for this model, batch "
+        "or data, or NaN in the inputs), or, where the run uses fp16, values overflowed",
+        "nan_first": f"{diverge}: nothing in the log shows half precision, so divergence is the "
+        "likelier reason.",
+        "nan_second": f"If the run does use fp16 (AMP, --fp16, .half()): {fp16[0].lower() + fp16[1:]}.",
+    }
 
 
 def onnx_export(

@@ -4,6 +4,7 @@ torch.compile's failure names the part (Dynamo, the backend, the C++ compiler, t
 
 from __future__ import annotations
 
+from dlrig.knowledge import cuda
 from dlrig.knowledge.pytorch import compile_python_support
 from dlrig.machine.model import Machine
 
@@ -127,3 +128,34 @@ def mps(groups: dict[str, str], facts: dict[str, str], machine: Machine | None) 
         "mps_said": f"PyTorch's MPS backend (an Apple-silicon GPU) has no {dtype} tensors.",
         "mps_advice": advice[0].upper() + advice[1:] + ".",
     }
+
+
+def toolchain_arch_advice(arch: str) -> str:
+    """nvcc or ptxas refused an architecture: too new for this toolkit, or removed from it
+    (cuda_arch_support.csv): a build asking for compute_35 with CUDA 12 needs the opposite fix
+    of one asking for compute_89 with CUDA 11.7."""
+    digits = arch.split("_", 1)[1].rstrip("abf")
+    capability = f"{digits[:-1]}.{digits[-1]}" if digits.isdigit() and len(digits) >= 2 else ""
+    events = {e.event: e for e in cuda.arch_events() if e.compute_capability == capability}
+    removed, added = events.get("removed"), events.get("added")
+    if removed is not None:
+        return (
+            f"{arch} (compute capability {capability}) was removed from CUDA in "
+            f"{removed.cuda_version.truncated(2)}: this nvcc is too new for it, and the build asks "
+            "for it. Take it out of the architectures the build names (TORCH_CUDA_ARCH_LIST, "
+            "CMAKE_CUDA_ARCHITECTURES, -gencode flags in setup.py, a Makefile or build file), or "
+            f"build with a CUDA older than {removed.cuda_version.truncated(2)} if a GPU of that "
+            "generation must run it."
+        )
+    if added is not None:
+        return (
+            f"{arch} (compute capability {capability}) needs CUDA {added.cuda_version.truncated(2)} "
+            "or later, and this nvcc is older: install a newer CUDA toolkit and make the build "
+            "use it (CUDA_HOME, PATH; nvcc --version shows which one runs), or leave "
+            f"{capability} out of the architectures the build names."
+        )
+    return (
+        "Use a CUDA toolkit (nvcc) and Triton new enough for the GPU: CUDA >= 11.8 for "
+        "sm_89/sm_90, >= 12.8 for Blackwell (sm_100/sm_120); pip wheels of torch >= 2.7 bundle "
+        "a matching Triton/ptxas."
+    )

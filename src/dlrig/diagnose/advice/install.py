@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from dlrig.diagnose import install
+from dlrig.diagnose.advice import gpu
 from dlrig.diagnose.advice.figures import DOUBT
 from dlrig.knowledge import extensions, provision, pytorch, rocm, versions
 from dlrig.knowledge import gpus as gpu_knowledge
@@ -100,6 +101,9 @@ def no_kernel_image(
             "3.3 or later), then clear Triton's cache (rm -rf ~/.triton/cache)."
         )
         return out
+    arch = groups.get("arch", "")
+    if arch.startswith(("compute_", "sm_")):
+        out["toolchain_advice"] = gpu.toolchain_arch_advice(arch)
     if groups.get("hip"):
         out["arch_advice"] = _rocm_arch_advice(machine)
         out["arch_rebuild_advice"] = (
@@ -217,6 +221,19 @@ def glibcxx(
             f"with conda install -c conda-forge {pin}, or let the system's newer one load first "
             "(export LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 after checking it has "
             f"{needed})."
+        )
+    elif runtime.startswith("/") and not re.match(r"/(?:usr/)?lib(?:64|32)?/", runtime):
+        # a compiler's or an application's own copy found first (an HPC module's GCC, spack, a
+        # toolkit's bundled runtime): the program was built with a newer GCC than that one
+        owner = re.search(r"gcc[-/](\d+(?:\.\d+)*)", runtime)
+        what = f"GCC {owner.group(1)}'s own" if owner else "not the system's but a copy"
+        text = (
+            f"The libstdc++ loaded first is {what} ({runtime}), found before the system's "
+            "(through LD_LIBRARY_PATH, which a module or an environment sets, or the loader's "
+            "configuration), and it "
+            f"predates {needed}{floor}: the program was built with a newer GCC. Put the lib64 "
+            "of the GCC it was built with first on LD_LIBRARY_PATH (module load that GCC), or "
+            "rebuild the program with the GCC whose runtime loads."
         )
     else:
         text = (

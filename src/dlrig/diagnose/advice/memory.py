@@ -52,6 +52,15 @@ def _held(
     return None
 
 
+# Where the log shows neither a training step nor a batch size, the batch may not be the lever:
+# a model that does not load and a server at inference ran out before any training batch.
+_UNKNOWN_PHASE = (
+    "The log shows no training step: if it ran out while loading the model or generating, the "
+    "batch is not the lever; load the weights in bf16/fp16 or quantised, spread them over the "
+    'GPUs (device_map="auto" with max_memory, and no .cuda() after it) or use a larger GPU.'
+)
+
+
 def _batch_cut(batch: int, accum: int, usable: float, needed: float) -> tuple[int, int]:
     """(new per-GPU batch, new accumulation) that fits `usable` and keeps the global batch.
 
@@ -234,6 +243,8 @@ def cuda_oom(
                 f"Cut the per-GPU batch to at most {fraction:.0%} of its current size and raise "
                 "gradient accumulation by the same factor to keep the global batch."
             )
+            if not facts.get("training_evidence"):
+                lines.append(_UNKNOWN_PHASE)
         out["oom_batch_advice"] = " ".join(lines)
     elif phase_advice:
         out["oom_batch_advice"] = phase_advice
@@ -256,6 +267,7 @@ def cuda_oom(
         out["oom_batch_advice"] = (
             "Halve the per-GPU batch size and double gradient accumulation steps to keep the "
             "global batch; repeat until it fits."
+            + ("" if facts.get("training_evidence") else " " + _UNKNOWN_PHASE)
         )
     unallocated = parse_size(groups.get("reserved_unallocated"))
     reserved = parse_size(groups.get("reserved"))
@@ -295,16 +307,48 @@ def host_alloc(
     ram = machine.memory.total_bytes if machine and machine.memory else None
     if ram:
         out.update(as_figures(host_memory_bytes=float(ram)))
+    shape = [int(d) for d in re.findall(r"\d+", groups.get("shape", ""))]
+    dtype = groups.get("dtype", "")
+    # what the one array is made of, where numpy says: its longest axis, a 64-bit dtype
+    detail = ""
+    if shape and max(shape) >= 100_000:
+        detail += (
+            f" Its longest axis holds {max(shape):,} elements: a long input (hours of audio, a "
+            "long sequence or series) taken whole; process it in shorter segments or chunks."
+        )
+    if dtype in ("float64", "complex128"):
+        detail += f" It is {dtype}: {_HALF_OF[dtype]} takes half the memory."
     if (ram and tried > ram) or tried >= 2 * 1024**4:
         than = f"this machine's {human_size(float(ram))} of RAM" if ram else "a server's RAM"
         out["host_alloc_advice"] = (
             f"It asked for {human_size(tried)}, more than {than}: that is a wrong size, not a "
             "shortage. Check the shapes and dtype of the tensor created at the failing line (a "
-            "dimension multiplied in twice, a sequence length or vocabulary read wrong)."
+            "dimension multiplied in twice, a sequence length or vocabulary read wrong)." + detail
+        )
+    elif tried >= _ONE_REQUEST_TOO_LARGE:
+        out["host_alloc_advice"] = (
+            f"One request of {human_size(tried)} is more than most machines have in all: the "
+            "input is too large to process at once (a long video or audio file, a large image "
+            "or volume, a whole dataset made into one array): process it in tiles, chunks or "
+            "shorter segments (most tools have a tile or chunk option) or at a lower "
+            "resolution; if the input is small, the size is wrong (check the shapes)." + detail
+        )
+    elif shape and max(shape) >= 100_000:
+        # one array sized by a long input: shortening the input is the fix, not freeing RAM
+        out["host_alloc_advice"] = (
+            f"It asked for {human_size(tried)} for one array." + detail + " Otherwise free "
+            "memory or raise the limit (the host, the container or the overcommit policy "
+            "refused it)."
         )
     else:
         out["host_alloc_advice"] = (
             f"It asked for {human_size(tried)} of RAM and the host had less free (or the container's "
-            "limit, or the overcommit policy, refused it): free memory or raise the limit."
+            "limit, or the overcommit policy, refused it): free memory or raise the limit." + detail
         )
     return out
+
+
+# One host allocation this large is rarely a shortage to free memory for: the input is too big
+# for one pass, or its size is wrong (workstations have 16-128 GiB in all).
+_ONE_REQUEST_TOO_LARGE = 32 * 1024**3
+_HALF_OF = {"float64": "float32", "complex128": "complex64"}

@@ -32,7 +32,7 @@ def layer_input(
     if groups.get("rows"):
         return _linear(groups)
     if groups.get("size_a") or groups.get("size_a2"):
-        return _sizes(groups)
+        return _sizes(groups, facts)
     if groups.get("input") or groups.get("expected_rank"):
         return _conv(groups)
     return {}
@@ -79,7 +79,7 @@ def _power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def _sizes(groups: dict[str, str]) -> dict[str, str]:
+def _sizes(groups: dict[str, str], facts: dict[str, str]) -> dict[str, str]:
     a = groups.get("size_a") or groups.get("size_a2") or ""
     b = groups.get("size_b") or groups.get("size_b2") or ""
     if not (a.isdigit() and b.isdigit()):
@@ -87,7 +87,10 @@ def _sizes(groups: dict[str, str]) -> dict[str, str]:
     small, large = sorted((int(a), int(b)))
     dim = groups.get("dim", "")
     out = {"size_a": a, "size_b": b}
-    if (small, large) in ((3, 4), (1, 3)):
+    # torchvision's Normalize on an RGBA picture: the image (4 channels) is tensor a, the 3
+    # means tensor b, on axis 0 of the unbatched C, H, W tensor
+    normalize_rgba = (a, b, dim) == ("4", "3", "0")
+    if (small, large) in ((3, 4), (1, 3)) and (facts.get("image_evidence") or normalize_rgba):
         out["sizes_note"] = ": a channel count"
         out["sizes_advice"] = _channel_hint(3, 4 if large == 4 else 1)
     elif (
