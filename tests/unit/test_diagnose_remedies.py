@@ -260,3 +260,69 @@ def test_pickling_fixes_name_what_could_not_travel(log: str, said: str) -> None:
 def test_a_missing_pickled_class_is_told_by_where_it_was_looked_for(log: str, said: str) -> None:
     root = _root(log)
     assert root.cause == "pickled_class_missing" and said in root.fixes[0]
+
+
+# The eleventh symptom sample's threads (`-s11` logs), whose readers found the first fix doubtful
+# or wrong; each asserts the general rule, not the thread's words.
+
+
+def test_a_nan_loss_without_half_precision_leads_with_the_learning_rate():
+    """kr-colab/ReLERNN#26: a Keras fp32 run whose loss went NaN; nothing shows fp16."""
+    root = _root("fp16_overflow_nan/ReLERNN-26-s11.log")
+    assert root.cause == "fp16_overflow_nan"
+    assert root.fixes[0].startswith("Lower the learning rate")
+    assert "bf16" not in root.fixes[0]
+
+
+def test_a_nan_loss_in_half_precision_leads_with_bf16():
+    root = _root("fp16_overflow_nan/insightface-fp16-grad-scale-zero.log")
+    assert root.cause == "fp16_overflow_nan" and "bf16" in root.fixes[0]
+
+
+def test_three_against_four_without_images_in_sight_is_not_an_rgba_verdict():
+    """ruizhecao96/CMGAN#30 (speech): one line, sizes 3 and 4 on axis 0; the RGBA reading needs
+    an image in the log (or torchvision's Normalize form, image 4 against 3 means)."""
+    root = _root("layer_input_mismatch/CMGAN-30-s11.log")
+    assert root.cause == "layer_input_mismatch"
+    assert root.confidence < diagnose.POSSIBLE_BELOW
+    assert "RGBA" not in " ".join(root.fixes)
+
+
+def test_an_oom_with_no_training_step_names_loading_as_well_as_the_batch():
+    """InternLM/InternLM#79: from_pretrained(device_map="auto").cuda() on one 24 GB GPU."""
+    root = _root("cuda_oom/InternLM-79-s11.log")
+    assert root.cause == "cuda_oom" and "no .cuda() after it" in root.fixes[0]
+
+
+def test_a_batch_size_suggested_after_the_error_is_not_the_run_s():
+    """shibing624/pycorrector#314: the maintainer's reply "--batch_size 8" follows the OOM."""
+    root = _root("cuda_oom/pycorrector-314-s11.log")
+    assert root.cause == "cuda_oom"
+    assert "batch_size" not in root.figures and "from 8" not in root.fixes[0]
+
+
+def test_nvcc_refusing_an_architecture_it_dropped_asks_to_remove_it():
+    """star-hengxing/cs149-xmake#7: compute_35 with a CUDA 12 nvcc (cuda_arch_support.csv)."""
+    root = _root("no_kernel_image/cs149-xmake-7-s11.log")
+    assert root.cause == "no_kernel_image"
+    assert "removed from CUDA in 12.0" in root.fixes[0] and "Take it out" in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        # 108.8 GiB in one request: an input too large for one pass (JingyunLiang/VRT#49)
+        ("host_alloc_refused/VRT-49-s11.log", "too large to process at once"),
+        # numpy's array of 1,200,623 complex128 rows: hours of audio (kaixxx/noScribe#147)
+        ("host_alloc_refused/noScribe-147-s11.log", "shorter segments"),
+    ],
+)
+def test_one_large_host_request_is_told_by_its_size_and_shape(log: str, said: str) -> None:
+    root = _root(log)
+    assert root.cause == "host_alloc_refused" and said in root.fixes[0]
+
+
+def test_a_compilers_own_libstdcxx_found_first_is_named():
+    """CHIP-SPV/chipStar#403: spack's GCC 10.2.0 lib64 ahead of the runtime the build needs."""
+    root = _root("glibcxx_missing/chipStar-403-s11.log")
+    assert root.cause == "glibcxx_missing" and "GCC 10.2.0's own" in root.fixes[0]

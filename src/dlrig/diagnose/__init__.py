@@ -53,8 +53,27 @@ def _fill(template: str, values: dict[str, str]) -> str | None:
     return None if formatter.missing or not text.strip() else text
 
 
-def _finding(ranked: Ranked, facts: dict[str, str], machine: Machine | None) -> Finding:
+# The run's own settings are printed before it fails; a value after the failure in the same
+# input is a reply's suggestion ("try --batch_size 8"), not what ran.
+_SETTINGS = ("batch_size", "grad_accum")
+
+
+def _finding(
+    ranked: Ranked,
+    facts: dict[str, str],
+    machine: Machine | None,
+    places: dict[str, tuple[str, int]] | None = None,
+) -> Finding:
     candidate = ranked.candidate
+    after = [
+        name
+        for name in _SETTINGS
+        if name in facts
+        and (places or {}).get(name, ("", 0))[0] == candidate.first_source
+        and (places or {}).get(name, ("", 0))[1] > candidate.first_line
+    ]
+    if after:
+        facts = {k: v for k, v in facts.items() if k not in after}
     cause = cause_vocabulary.get(candidate.cause)
     hits = sorted(candidate.hits, key=lambda h: -h.signature.weight)
     groups = dict(candidate.groups)
@@ -135,7 +154,9 @@ class Session:
         result = self.scanner.close()
         ranked = rank(result, self.signature_set)
         findings = tuple(
-            _finding(r, result.facts, self.machine) for r in ranked if r.role != "survived"
+            _finding(r, result.facts, self.machine, result.fact_places)
+            for r in ranked
+            if r.role != "survived"
         )
         if findings:
             # a root its log put in doubt stays first: what ranked after it is not surer of itself
@@ -144,7 +165,9 @@ class Session:
                 replace(f, confidence=min(f.confidence, ceiling)) for f in findings[1:]
             )
         survived = tuple(
-            _finding(r, result.facts, self.machine) for r in ranked if r.role == "survived"
+            _finding(r, result.facts, self.machine, result.fact_places)
+            for r in ranked
+            if r.role == "survived"
         )
         if result.bytes == 0 and note is None:
             note = "the input is empty"

@@ -100,6 +100,7 @@ class ScanResult:
     # finish evidence: (source, line, finish id) in the order found
     finishes: list[tuple[str, int, str]] = field(default_factory=list)
     facts: dict[str, str] = field(default_factory=dict)
+    fact_places: dict[str, tuple[str, int]] = field(default_factory=dict)  # value -> (source, line)
     lines: int = 0
     bytes: int = 0
     sources: list[str] = field(default_factory=list)
@@ -288,7 +289,7 @@ class Scanner:
                 found_so_far.finishes.append((source, line, finish.id))
         for fact, anchors in self._facts:
             if any(anchor in lowered for anchor in anchors) and self._read_fact(
-                fact.id, fact.patterns, text
+                fact.id, fact.patterns, text, (source, line)
             ):
                 barren = False
         for signature, anchors in self._lowered:
@@ -322,14 +323,22 @@ class Scanner:
         if barren and len(self._barren) < BARREN_LINES:
             self._barren.add(line_bytes)
 
-    def _read_fact(self, fact_id: str, patterns: tuple[re.Pattern[str], ...], text: str) -> bool:
+    def _read_fact(
+        self,
+        fact_id: str,
+        patterns: tuple[re.Pattern[str], ...],
+        text: str,
+        place: tuple[str, int],
+    ) -> bool:
         """Keep the value of the most specific pattern seen (its index is its rank); True when
         this line gave it."""
         best = self._fact_rank.get(fact_id, len(patterns))
         for index, pattern in enumerate(patterns[:best]):
             found = pattern.search(text)
             if found:
-                self.found.facts.update({k: v for k, v in found.groupdict().items() if v})
+                values = {k: v for k, v in found.groupdict().items() if v}
+                self.found.facts.update(values)
+                self.found.fact_places.update(dict.fromkeys(values, place))
                 self._fact_rank[fact_id] = index
                 return True
         return False
