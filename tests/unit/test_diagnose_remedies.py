@@ -326,3 +326,23 @@ def test_a_compilers_own_libstdcxx_found_first_is_named():
     """CHIP-SPV/chipStar#403: spack's GCC 10.2.0 lib64 ahead of the runtime the build needs."""
     root = _root("glibcxx_missing/chipStar-403-s11.log")
     assert root.cause == "glibcxx_missing" and "GCC 10.2.0's own" in root.fixes[0]
+
+
+@pytest.mark.parametrize(
+    ("log", "cause", "said"),
+    [
+        # Cython's size check: the extension was compiled against a newer NumPy (88 against 80)
+        ("package_api_mismatch/BeatNet-6-s11.log", "package_api_mismatch", "Upgrade NumPy"),
+        # torch 1.x's own cuDNN check, its CUDNN_VERSION integers read as releases
+        ("cudnn_version_mismatch/CenterNet-119-s11.log", "cudnn_version_mismatch", "7.1.2"),
+        # Windows' commit limit through Rust's io::Error (safetensors)
+        ("host_alloc_refused/ComfyUI-8971-s11.log", "host_alloc_refused", "paging file"),
+        # NCCL's IB transport under a vendor's name (NET/IBP)
+        ("nccl_network_error/nccl-1664-s11.log", "nccl_network_error", ""),
+        # torch's lazy-init assert: device=1, num_gpus=1
+        ("gpu_index_out_of_range/ray-54619-s11.log", "gpu_index_out_of_range", "below"),
+    ],
+)
+def test_the_eleventh_samples_messages_in_their_emitters_forms(log: str, cause: str, said: str):
+    root = _root(log)
+    assert root.cause == cause and said in " ".join(root.fixes)

@@ -66,6 +66,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "nan_in_input_data": ("data", "nan_input"),
     "torch_compile_failed": ("gpu", "compile_failure"),
     "mps_op_unsupported": ("gpu", "mps"),
+    "cudnn_version_mismatch": ("gpu", "cudnn_versions"),
     "fp16_overflow_nan": ("data", "nan_loss"),
     "onnx_export_unsupported": ("data", "onnx_export"),
     "object_not_picklable": ("data", "pickling"),

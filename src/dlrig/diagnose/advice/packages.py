@@ -70,9 +70,34 @@ def os_library(
     return {"os_package": row.debian, "os_library_advice": advice, "os_library_note": row.note}
 
 
+def _numpy_abi(groups: dict[str, str]) -> dict[str, str]:
+    """NumPy's binary interface: Cython's size check fails only when the installed NumPy's type
+    is smaller than the one the extension was compiled with, so that NumPy is older."""
+    if not groups.get("abi_type"):
+        return {
+            "numpy_abi_said": "An extension module was built against NumPy 1.x and NumPy 2 is "
+            "installed (NumPy 2 changed its binary interface).",
+            "numpy_abi_advice": "pip install 'numpy<2', or upgrade the extension to a release "
+            "built for NumPy 2 (pip install -U <package>).",
+        }
+    expected, got = groups.get("expected", ""), groups.get("got", "")
+    sizes = f" ({expected} bytes there, {got} here)" if expected and got else ""
+    return {
+        "numpy_abi_said": f"An extension module was compiled against a newer NumPy than the one "
+        f"installed: {groups['abi_type']} is smaller here than in the headers it was built "
+        f"with{sizes}.",
+        "numpy_abi_advice": "Upgrade NumPy in this environment (python -m pip install -U numpy; "
+        "a type 96 bytes in the headers is NumPy 2's), or reinstall the extension so that its "
+        "build matches this NumPy (pip install --force-reinstall --no-cache-dir <package>, with "
+        "the NumPy version its requirements pin).",
+    }
+
+
 def api_mismatch(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
+    if groups.get("abi_type") or "NumPy 1.x" in groups.get("_subject", ""):
+        return _numpy_abi(groups)
     package = groups.get("package", "the package")
     top = package.split(".")[0]
     name = groups.get("name", "the name")
