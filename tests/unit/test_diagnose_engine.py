@@ -262,3 +262,6 @@ def test_a_large_chunk_scanned_in_two_halves_finds_what_one_pass_finds(monkeypat
     for threads in ("1", "2"):
         monkeypatch.setenv("DLRIG_DIAGNOSE_THREADS", threads)
         assert lines_of(engine.offsets(data, len(data))) == expected
+        # one thread scans in one piece; two hand the second half to the helper thread
+        assert (getattr(engine, "_helper", None) is not None) == (threads == "2")
+    data.extend(b"x")  # no view of the buffer is left behind: it can be resized

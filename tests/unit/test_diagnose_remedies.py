@@ -333,16 +333,18 @@ def test_a_compilers_own_libstdcxx_found_first_is_named():
     [
         # Cython's size check: the extension was compiled against a newer NumPy (88 against 80)
         ("package_api_mismatch/BeatNet-6-s11.log", "package_api_mismatch", "Upgrade NumPy"),
+        # NumPy 2's own guard: a NumPy 1.x build under NumPy 2, the other way round
+        ("package_api_mismatch/atrain_core-10-numpy2-s11.log", "package_api_mismatch", "numpy<2"),
         # torch 1.x's own cuDNN check, its CUDNN_VERSION integers read as releases
         ("cudnn_version_mismatch/CenterNet-119-s11.log", "cudnn_version_mismatch", "7.1.2"),
         # Windows' commit limit through Rust's io::Error (safetensors)
         ("host_alloc_refused/ComfyUI-8971-s11.log", "host_alloc_refused", "paging file"),
         # NCCL's IB transport under a vendor's name (NET/IBP)
-        ("nccl_network_error/nccl-1664-s11.log", "nccl_network_error", ""),
+        ("nccl_network_error/nccl-1664-s11.log", "nccl_network_error", "InfiniBand"),
         # torch's lazy-init assert: device=1, num_gpus=1
         ("gpu_index_out_of_range/ray-54619-s11.log", "gpu_index_out_of_range", "below"),
     ],
 )
 def test_the_eleventh_samples_messages_in_their_emitters_forms(log: str, cause: str, said: str):
     root = _root(log)
-    assert root.cause == cause and said in " ".join(root.fixes)
+    assert root.cause == cause and said in root.explanation + " ".join(root.fixes)

@@ -13,17 +13,27 @@ from typing import Any
 SPLIT_BYTES = 1 << 20
 
 
+# The anchor index of a match whose anchor the engine does not tell (an alternation reports the
+# first that matched at a place, not every one that did): the line is then checked for all.
+UNKNOWN = -1
+
+
 class _Engine:
     """Where the anchors occur in a buffer: offsets inside each match, in order."""
 
     name = "python-re"
 
     def __init__(self, anchors: list[str]) -> None:
+        self.anchors = anchors  # in the order `matches` numbers them
         body = "|".join(re.escape(a) for a in anchors)
         self._regex: Any = re.compile(("(?i)(?:" + body + ")").encode())
 
     def offsets(self, buffer: bytearray, limit: int) -> Iterable[int]:
         return (m.start() for m in self._regex.finditer(buffer, 0, limit))
+
+    def matches(self, buffer: bytearray, limit: int) -> list[tuple[int, int]]:
+        """(offset inside the match, the anchor's index in `anchors` or UNKNOWN), in order."""
+        return [(offset, UNKNOWN) for offset in self.offsets(buffer, limit)]
 
 
 class _Re2(_Engine):
@@ -34,6 +44,7 @@ class _Re2(_Engine):
     def __init__(self, anchors: list[str]) -> None:
         import re2
 
+        self.anchors = anchors
         body = "|".join(re.escape(a) for a in anchors)
         self._regex = re2.compile(("(?i)(?:" + body + ")").encode())
 
@@ -55,6 +66,7 @@ class _Hyperscan(_Engine):
     def __init__(self, anchors: list[str]) -> None:
         import hyperscan
 
+        self.anchors = anchors
         expressions = [re.escape(a).encode() for a in anchors]
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._db.compile(
@@ -67,34 +79,41 @@ class _Hyperscan(_Engine):
         self._scratch = (hyperscan.Scratch(self._db), hyperscan.Scratch(self._db))
         self._helper: concurrent.futures.ThreadPoolExecutor | None = None
 
-    def _scan(self, view: Any, scratch: Any, base: int) -> list[int]:
-        found: list[int] = []
+    def _scan(self, buffer: bytearray, start: int, end: int, scratch: Any) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
 
-        def on_match(_id: int, _start: int, end: int, _flags: int, _context: object) -> None:
-            found.append(base + end - 1)
+        def on_match(anchor: int, _start: int, match_end: int, _flags: int, _ctx: object) -> None:
+            found.append((start + match_end - 1, anchor))
 
-        self._db.scan(view, match_event_handler=on_match, scratch=scratch)
+        # The views are made and released here, in the thread that scans: a view still held
+        # when the caller next resizes the buffer would make the resize fail (BufferError).
+        # Any: the stubs say str or bytes; the library reads any buffer (a slice, not a copy).
+        with memoryview(buffer) as whole, whole[start:end] as view:
+            part: Any = view
+            self._db.scan(part, match_event_handler=on_match, scratch=scratch)
         found.sort()  # reported by end offset, several anchors may end alike
         return found
 
-    def offsets(self, buffer: bytearray, limit: int) -> Iterable[int]:
-        # Any: the stubs say str or bytes; the library reads any buffer (a slice, not a copy).
-        view: Any = memoryview(buffer)
+    def matches(self, buffer: bytearray, limit: int) -> list[tuple[int, int]]:
+        """Every anchor's every match (Hyperscan reports overlapping ones too), with its index."""
         middle = buffer.find(b"\n", limit // 2, limit) + 1 if limit >= SPLIT_BYTES else 0
         if middle <= 0 or _hardware_threads() < 2:
-            return self._scan(view[:limit], self._scratch[0], 0)
+            return self._scan(buffer, 0, limit, self._scratch[0])
         if self._helper is None:
             self._helper = concurrent.futures.ThreadPoolExecutor(1, "dlrig-anchors")
-        second = self._helper.submit(self._scan, view[middle:limit], self._scratch[1], middle)
-        return self._scan(view[:middle], self._scratch[0], 0) + second.result()
+        second = self._helper.submit(self._scan, buffer, middle, limit, self._scratch[1])
+        return self._scan(buffer, 0, middle, self._scratch[0]) + second.result()
+
+    def offsets(self, buffer: bytearray, limit: int) -> Iterable[int]:
+        return [offset for offset, _ in self.matches(buffer, limit)]
 
 
 def _hardware_threads() -> int:
     """Threads the scan may use: DLRIG_DIAGNOSE_THREADS (1 keeps it to one), else the CPUs this
     process may run on."""
     wanted = os.environ.get("DLRIG_DIAGNOSE_THREADS", "")
-    if wanted.isdigit() and int(wanted) > 0:
-        return int(wanted)
+    if wanted.isdigit():
+        return max(1, int(wanted))  # 0 is read as 1: no thread at all is not a setting
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 

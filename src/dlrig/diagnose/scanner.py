@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from dlrig.diagnose.anchors import select_engine
+from dlrig.diagnose.anchors import UNKNOWN, select_engine
 from dlrig.diagnose.lines import STATES_ERROR, clean_line, rank_in_text
 from dlrig.knowledge.signatures import Signature, SignatureSet
 
@@ -31,6 +31,7 @@ BARREN_LINES = 4096
 # second match on each of them.
 WRAP_TRIES = 64
 MAX_EVIDENCE = 5
+T = TypeVar("T")
 MAX_GROUP_SETS = 2000
 
 
@@ -132,22 +133,38 @@ def _newline_counter() -> Any:
     return count
 
 
+def _only(items: list[T], index: dict[str, list[int]], present: set[str]) -> list[T]:
+    """The items (in their order) that own one of the anchors present."""
+    return [items[i] for i in sorted({i for anchor in present for i in index.get(anchor, ())})]
+
+
 class Scanner:
     """Feed bytes in any pieces; `close()` returns what the signatures found."""
 
     def __init__(self, signature_set: SignatureSet, engine: str | None = None) -> None:
         self.signatures = signature_set.signatures
-        self._lowered = [(s, tuple(a.lower() for a in s.anchors)) for s in self.signatures]
+        self._lowered = [(s, frozenset(a.lower() for a in s.anchors)) for s in self.signatures]
         self._marker_lowered = [
-            (m.id, tuple(a.lower() for a in m.anchors)) for m in signature_set.markers
+            (m.id, frozenset(a.lower() for a in m.anchors)) for m in signature_set.markers
         ]
-        self._finishes = [(f, tuple(a.lower() for a in f.anchors)) for f in signature_set.finishes]
-        self._facts = [(f, tuple(a.lower() for a in f.anchors)) for f in signature_set.facts]
+        self._finishes = [
+            (f, frozenset(a.lower() for a in f.anchors)) for f in signature_set.finishes
+        ]
+        self._facts = [(f, frozenset(a.lower() for a in f.anchors)) for f in signature_set.facts]
         all_anchors = [a for s in self.signatures for a in s.anchors]
         all_anchors += [a for m in signature_set.markers for a in m.anchors]
         all_anchors += [a for f in signature_set.finishes for a in f.anchors]
         all_anchors += [a for f in signature_set.facts for a in f.anchors]
         self._anchors = select_engine(all_anchors, engine)
+        self._anchor_text = [a.lower() for a in self._anchors.anchors]
+        # anchor -> the indices of the markers, finishes, facts and signatures it belongs to
+        self._owners: list[dict[str, list[int]]] = []
+        for group in (self._marker_lowered, self._finishes, self._facts, self._lowered):
+            index: dict[str, list[int]] = {}
+            for position, (_, anchors) in enumerate(group):
+                for anchor in anchors:
+                    index.setdefault(anchor, []).append(position)
+            self._owners.append(index)
         # What is found so far; close() hands it over once every input is scanned to its end.
         self.found = ScanResult(markers={m.id: 0 for m in signature_set.markers})
         self._fact_rank: dict[str, int] = {}  # index of the pattern that gave each fact
@@ -228,20 +245,28 @@ class Scanner:
                 limit = end - LOOKAHEAD_BYTES
         line = stream.line
         counted_to = 0
-        last_line_start = -1
-        offsets = list(self._anchors.offsets(buffer, limit))
-        for position in offsets:
+        # One line is examined once, whatever number of anchors it holds, with the anchors the
+        # engine found in it: a line is only tried against what those anchors can match.
+        pending: tuple[int, int, int, list[int]] | None = None  # start, position, line, anchors
+        for position, anchor in self._anchors.matches(buffer, limit):
+            # searched back at most a line's length: a log without carriage returns would
+            # otherwise be searched to the chunk's start for every anchored line
+            floor = max(0, position - MAX_LINE_CHARS)
             start = max(
-                buffer.rfind(b"\n", 0, position) + 1,
-                buffer.rfind(b"\r", 0, position) + 1,
-                position - MAX_LINE_CHARS,
+                buffer.rfind(b"\n", floor, position) + 1,
+                buffer.rfind(b"\r", floor, position) + 1,
+                floor,
             )
-            if start == last_line_start:
-                continue  # one line is examined once, whatever number of anchors it holds
-            last_line_start = start
+            if pending is not None and start == pending[0]:
+                pending[3].append(anchor)
+                continue
+            if pending is not None:
+                self._examine(source, buffer, *pending)
             line += self._count(buffer, counted_to, position)
             counted_to = position
-            self._examine(source, buffer, start, position, line)
+            pending = (start, position, line, [anchor])
+        if pending is not None:
+            self._examine(source, buffer, *pending)
         # the newlines up to the last anchor were counted on the way: count only the rest
         total = line - stream.line + self._count(buffer, counted_to, limit)
         self.found.lines += total
@@ -260,40 +285,67 @@ class Scanner:
         return min(ends) if ends else limit
 
     def _examine(
-        self, source: str, buffer: bytearray, start: int, position: int, line: int
+        self,
+        source: str,
+        buffer: bytearray,
+        start: int,
+        position: int,
+        line: int,
+        anchors_found: list[int],
     ) -> None:
         end = self._line_end(buffer, position)
         line_bytes = bytes(buffer[start:end])
         if line_bytes in self._barren:
             return  # the same line said nothing before (a warning a run repeats every step)
-        text, rank = clean_line(line_bytes.decode("utf-8", errors="replace"))
-        if rank is None:
-            rank = rank_in_text(text)
+        text, prefix_rank = clean_line(line_bytes.decode("utf-8", errors="replace"))
+        rank_read: list[int | None] = []
+
+        def rank() -> int | None:
+            # read from the text only for a line that gives something (most lines do not)
+            if not rank_read:
+                rank_read.append(prefix_rank if prefix_rank is not None else rank_in_text(text))
+            return rank_read[0]
+
         lowered = text.lower()
+        markers, finishes, facts, signatures = (
+            self._marker_lowered,
+            self._finishes,
+            self._facts,
+            self._lowered,
+        )
+        known = UNKNOWN not in anchors_found and b"\x1b" not in line_bytes
+        if known:
+            # Only what the line's anchors can match is tried (colour codes, cleaned out of the
+            # text, may join an anchor they split: such a line is checked for every anchor).
+            present = {self._anchor_text[a] for a in anchors_found}
+            markers = _only(markers, self._owners[0], present)
+            finishes = _only(finishes, self._owners[1], present)
+            facts = _only(facts, self._owners[2], present)
+            signatures = _only(signatures, self._owners[3], present)
+
+        def holds(anchors: frozenset[str]) -> bool:
+            return known or any(anchor in lowered for anchor in anchors)
+
         found_so_far = self.found
         # A line that adds nothing (no marker, finish, fact or match) is remembered and skipped
         # when it comes again, unless what it gave depended on the lines around it (a windowed
         # signature's anchor, a try at joining a wrapped line).
         barren = True
-        for marker_id, anchors in self._marker_lowered:
-            if any(anchor in lowered for anchor in anchors):
+        for marker_id, anchors in markers:
+            if holds(anchors):
                 barren = False
                 found_so_far.markers[marker_id] += 1
                 if source not in found_so_far.first_errors and STATES_ERROR.search(text):
-                    found_so_far.first_errors[source] = (line, text.strip()[:400], rank)
-        for finish, anchors in self._finishes:
-            if any(anchor in lowered for anchor in anchors) and any(
-                p.search(text) for p in finish.patterns
-            ):
+                    found_so_far.first_errors[source] = (line, text.strip()[:400], rank())
+        for finish, anchors in finishes:
+            if holds(anchors) and any(p.search(text) for p in finish.patterns):
                 barren = False
                 found_so_far.finishes.append((source, line, finish.id))
-        for fact, anchors in self._facts:
-            if any(anchor in lowered for anchor in anchors) and self._read_fact(
-                fact.id, fact.patterns, text, (source, line)
-            ):
+        for fact, anchors in facts:
+            if holds(anchors) and self._read_fact(fact.id, fact.patterns, text, (source, line)):
                 barren = False
-        for signature, anchors in self._lowered:
-            if not any(anchor in lowered for anchor in anchors):
+        for signature, anchors in signatures:
+            if not holds(anchors):
                 continue
             if signature.window:
                 barren = False
@@ -319,7 +371,7 @@ class Scanner:
             hit = found_so_far.hits.get(signature.id)
             if hit is None:
                 hit = found_so_far.hits[signature.id] = Hit(signature)
-            hit.add(source, line, text, found, values, rank)
+            hit.add(source, line, text, found, values, rank())
         if barren and len(self._barren) < BARREN_LINES:
             self._barren.add(line_bytes)
 

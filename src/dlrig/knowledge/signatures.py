@@ -79,6 +79,9 @@ class Signature:
 
     def match(self, text: str) -> re.Match[str] | None:
         """The first pattern that matches `text` (most specific patterns come first)."""
+        screen = _any_of(tuple(p.pattern for p in self.patterns))
+        if screen is not None and screen.search(text) is None:
+            return None  # one pass over a line that none of them matches (most lines)
         if any(e.search(text) for e in self.exclude):
             return None
         for pattern in self.patterns:
@@ -170,6 +173,25 @@ class SignatureSet:
         for fact in self.facts:
             found += fact.patterns
         return tuple(found)
+
+
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
+@functools.cache
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One regex that matches where any of a signature's patterns does (their groups unnamed),
+    to turn a line away in one pass instead of one per pattern; None where that is not safe to
+    build (a back-reference, a conditional or an inline flag) or not worth it (one pattern)."""
+    if len(patterns) < 2 or any(
+        re.search(r"\(\?P=|\(\?\(|\(\?[aiLmsux]|\\\d", p) for p in patterns
+    ):
+        return None
+    body = "|".join("(?:" + _NAMED_GROUP.sub("(?:", p) + ")" for p in patterns)
+    try:
+        return re.compile(body, re.IGNORECASE)
+    except re.error:
+        return None
 
 
 def _compile(text: str, where: str) -> re.Pattern[str]:

@@ -71,32 +71,34 @@ def os_library(
 
 
 def _numpy_abi(groups: dict[str, str]) -> dict[str, str]:
-    """NumPy's binary interface: Cython's size check fails only when the installed NumPy's type
-    is smaller than the one the extension was compiled with, so that NumPy is older."""
-    if not groups.get("abi_type"):
+    """NumPy's binary interface. Cython's size check fails when a type is smaller in the
+    installed NumPy than in the headers the extension was compiled with: ndarray only grew
+    (1.20, 1.22), so the installed NumPy is older; dtype shrank in NumPy 2 (96 to 88 bytes), so
+    that is a NumPy 1.x build under NumPy 2, as NumPy 2's own guard says."""
+    abi_type, expected, got = groups.get("abi_type", ""), groups.get("expected"), groups.get("got")
+    if abi_type == "numpy.ndarray":
+        sizes = f" ({expected} bytes there, {got} here)" if expected and got else ""
         return {
-            "numpy_abi_said": "An extension module was built against NumPy 1.x and NumPy 2 is "
-            "installed (NumPy 2 changed its binary interface).",
-            "numpy_abi_advice": "pip install 'numpy<2', or upgrade the extension to a release "
-            "built for NumPy 2 (pip install -U <package>).",
+            "numpy_abi_said": "An extension module was compiled against a newer NumPy than the "
+            f"one installed: numpy.ndarray is smaller here than in the headers it was built "
+            f"with{sizes}.",
+            "numpy_abi_advice": "Upgrade NumPy in this environment (python -m pip install -U "
+            "numpy, within what the project's requirements allow), or reinstall the extension "
+            "so that its build matches this NumPy (pip install --force-reinstall --no-cache-dir "
+            "<package>).",
         }
-    expected, got = groups.get("expected", ""), groups.get("got", "")
-    sizes = f" ({expected} bytes there, {got} here)" if expected and got else ""
     return {
-        "numpy_abi_said": f"An extension module was compiled against a newer NumPy than the one "
-        f"installed: {groups['abi_type']} is smaller here than in the headers it was built "
-        f"with{sizes}.",
-        "numpy_abi_advice": "Upgrade NumPy in this environment (python -m pip install -U numpy; "
-        "a type 96 bytes in the headers is NumPy 2's), or reinstall the extension so that its "
-        "build matches this NumPy (pip install --force-reinstall --no-cache-dir <package>, with "
-        "the NumPy version its requirements pin).",
+        "numpy_abi_said": "An extension module was built against NumPy 1.x and NumPy 2 is "
+        "installed (NumPy 2 changed its binary interface).",
+        "numpy_abi_advice": "pip install 'numpy<2', or upgrade the extension to a release built "
+        "for NumPy 2 (pip install -U <package>).",
     }
 
 
 def api_mismatch(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
-    if groups.get("abi_type") or "NumPy 1.x" in groups.get("_subject", ""):
+    if groups.get("abi_type") or groups.get("numpy1x"):
         return _numpy_abi(groups)
     package = groups.get("package", "the package")
     top = package.split(".")[0]
