@@ -189,9 +189,11 @@ def main() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".log") as warm:
         warm.write("RuntimeError: CUDA out of memory.\n")
         warm.flush()
-        subprocess.run(
+        warmed = subprocess.run(
             [dlrig, "diagnose", "--json", warm.name], env=env, capture_output=True, check=False
         )
+        if warmed.returncode not in (0, 3):
+            sys.exit(f"dlrig failed ({warmed.returncode}): {warmed.stderr[-500:]!r}")
     grep_times: list[float] = []
     dlrig_times: list[float] = []
     single_times: list[float] = []
@@ -218,13 +220,15 @@ def main() -> None:
             sys.exit(f"dlrig failed ({done.returncode}): {done.stderr[-500:]}")
         # grep uses one thread; dlrig's anchor scan uses two where it may: both are shown
         start = time.perf_counter()
-        subprocess.run(
+        single = subprocess.run(
             [dlrig, "diagnose", "--json", str(log)],
             env={**env, "DLRIG_DIAGNOSE_THREADS": "1"},
             capture_output=True,
             check=False,
         )
         single_times.append(time.perf_counter() - start)
+        if single.returncode not in (0, 3):
+            sys.exit(f"dlrig (one thread) failed ({single.returncode}): {single.stderr[-500:]!r}")
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     grep_count = grep_done.stdout.strip()
     grep_s, dlrig_s = statistics.median(grep_times), statistics.median(dlrig_times)

@@ -255,6 +255,8 @@ def test_pickling_fixes_name_what_could_not_travel(log: str, said: str) -> None:
         ("pickled_class_missing/pytorch-15375-rebuild-parameter-older-torch.log", "torch release"),
         # a worker started by spawn from a notebook
         ("pickled_class_missing/vegas-26-jupyter-windows-integrand-in-main.log", ".py"),
+        # a class defined under the script's main guard, which a spawned worker never runs
+        ("pickled_class_missing/pytorch-87016-class-under-main-guard.log", "outside the `if"),
     ],
 )
 def test_a_missing_pickled_class_is_told_by_where_it_was_looked_for(log: str, said: str) -> None:

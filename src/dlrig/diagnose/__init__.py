@@ -62,18 +62,23 @@ def _finding(
     ranked: Ranked,
     facts: dict[str, str],
     machine: Machine | None,
-    places: dict[str, tuple[str, int]] | None = None,
+    history: dict[str, list[tuple[str, tuple[str, int]]]] | None = None,
 ) -> Finding:
     candidate = ranked.candidate
-    after = [
-        name
-        for name in _SETTINGS
-        if name in facts
-        and (places or {}).get(name, ("", 0))[0] == candidate.first_source
-        and (places or {}).get(name, ("", 0))[1] > candidate.first_line
-    ]
-    if after:
-        facts = {k: v for k, v in facts.items() if k not in after}
+    if history:
+        facts = dict(facts)
+        for name in _SETTINGS:
+            # the best value read before the failure (values come in order of their pattern's
+            # rank, the best last); none before it: the run's setting is not in the log
+            before = [
+                value
+                for value, (source, line) in history.get(name, [])
+                if source != candidate.first_source or line <= candidate.first_line
+            ]
+            if before:
+                facts[name] = before[-1]
+            else:
+                facts.pop(name, None)
     cause = cause_vocabulary.get(candidate.cause)
     hits = sorted(candidate.hits, key=lambda h: -h.signature.weight)
     groups = dict(candidate.groups)
@@ -154,7 +159,7 @@ class Session:
         result = self.scanner.close()
         ranked = rank(result, self.signature_set)
         findings = tuple(
-            _finding(r, result.facts, self.machine, result.fact_places)
+            _finding(r, result.facts, self.machine, result.fact_history)
             for r in ranked
             if r.role != "survived"
         )
@@ -165,7 +170,7 @@ class Session:
                 replace(f, confidence=min(f.confidence, ceiling)) for f in findings[1:]
             )
         survived = tuple(
-            _finding(r, result.facts, self.machine, result.fact_places)
+            _finding(r, result.facts, self.machine, result.fact_history)
             for r in ranked
             if r.role == "survived"
         )

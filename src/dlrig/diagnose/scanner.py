@@ -101,7 +101,8 @@ class ScanResult:
     # finish evidence: (source, line, finish id) in the order found
     finishes: list[tuple[str, int, str]] = field(default_factory=list)
     facts: dict[str, str] = field(default_factory=dict)
-    fact_places: dict[str, tuple[str, int]] = field(default_factory=dict)  # value -> (source, line)
+    # value name -> the values it took, each with its (source, line); at most one per pattern
+    fact_history: dict[str, list[tuple[str, tuple[str, int]]]] = field(default_factory=dict)
     lines: int = 0
     bytes: int = 0
     sources: list[str] = field(default_factory=list)
@@ -390,7 +391,10 @@ class Scanner:
             if found:
                 values = {k: v for k, v in found.groupdict().items() if v}
                 self.found.facts.update(values)
-                self.found.fact_places.update(dict.fromkeys(values, place))
+                for name, value in values.items():
+                    # every value a fact took, in order: a better pattern's value may come from
+                    # a reply after the failure, and the run's own is then the earlier one
+                    self.found.fact_history.setdefault(name, []).append((value, place))
                 self._fact_rank[fact_id] = index
                 return True
         return False

@@ -93,8 +93,30 @@ def nan_loss(
 ) -> dict[str, str]:
     """A NaN loss: fp16 overflow first only where the log shows the run computes in half
     precision; otherwise divergence (a learning rate too high, bad inputs) is the likelier one."""
-    half = facts.get("half_evidence")
+    half = facts.get("half_evidence", "")
+    setting = facts.get("half_setting", "").lower()
+    bare = half.lower().replace("_", " ") in (
+        "fp16",
+        "float16",
+        "bf16",
+        "bfloat16",
+        "--amp",
+        "mixed precision",
+    )
+    if bare and re.search(r"\b(?:false|no|none|0|off)\b", setting):
+        half = ""  # "fp16=False", "Mixed precision type: no": the log says it is not used
     fp16 = "Switch to bf16 (Ampere or newer) or fp32 for the overflowing layers"
+    if half.lower() in ("bf16", "bfloat16"):
+        return {
+            "nan_why": "the optimisation diverged (a learning rate too high for this model, batch "
+            "or data, or NaN in the inputs): the run is in bf16, whose range is fp32's, so an "
+            "overflow of the format is unlikely",
+            "nan_first": "Lower the learning rate (a tenth, or add warmup) and clip gradients "
+            "(clip_grad_norm_(params, 1.0)).",
+            "nan_second": "Look for an operation undefined at the values it met (a log or sqrt "
+            "of zero, a division by a sum that can be zero): torch.autograd.set_detect_anomaly"
+            "(True) for one step names it.",
+        }
     diverge = "Lower the learning rate (a tenth, or add warmup) and clip gradients (clip_grad_norm_(params, 1.0))"
     if half:
         return {
@@ -163,10 +185,20 @@ def pickling(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     """What could not be pickled, and where it was going: a spawned worker or a saved file."""
-    obj = groups.get("object", "")
-    handle = _HANDLES.get(obj.lower())
-    said = f"'{obj}'" + (f" ({handle})" if handle else "") if obj else "an object"
-    if facts.get("save_evidence") and not facts.get("spawn_evidence"):
+    obj, kind = groups.get("object", ""), groups.get("object_type", "")
+    handle = _HANDLES.get(kind.lower())
+    saving = bool(facts.get("save_evidence")) and not facts.get("spawn_evidence")
+    if kind:
+        said = f"an object of type {kind}" + (f" ({handle})" if handle else "")
+    else:
+        said = f"'{obj}'" if obj else "an object"
+    where = " to send it to a worker process" if facts.get("spawn_evidence") else ""
+    confirm = (
+        ""
+        if saving
+        else "To confirm it is the workers, run once with num_workers=0 (no pickling happens then)."
+    )
+    if saving:
         where = " while saving"
         advice = (
             "Save the model's weights, not the object: torch.save(model.state_dict(), path) "
@@ -174,37 +206,50 @@ def pickling(
             + (handle or "something pickle cannot store (a lambda, a nested function, a handle)")
             + "."
         )
-    elif handle:
-        where = " to send it to a worker process" if facts.get("spawn_evidence") else ""
+    elif kind:
         advice = (
-            f"Do not keep {handle} on the dataset (or whatever is sent to the workers): create "
-            "it lazily in each worker (in __getitem__ when it is still None, or in "
-            "worker_init_fn) and keep only the path in __init__; worker processes started by "
-            "spawn (Windows, macOS) receive the dataset by pickle."
+            f"Do not keep {handle or 'an object of type ' + kind} on the dataset (or on "
+            "whatever is sent to the workers: a transform, collate_fn, the function a process "
+            "runs): create it lazily in each worker (in __getitem__ when it is still None, or "
+            "in worker_init_fn) and keep only what makes it (a path, a setting) in __init__; "
+            "worker processes started by spawn (Windows, macOS) receive these by pickle."
         )
     else:
-        where = " to send it to a worker process" if facts.get("spawn_evidence") else ""
         outer, _, inner = obj.partition(".<locals>.")
+        if obj == "<lambda>" or inner.endswith("<lambda>"):
+            what = "the lambda" + (f" inside {outer}" if inner else "") + " as a named function"
+        elif inner:
+            what = f"{inner} (now defined inside {outer})"
+        else:
+            what = "it"
         advice = (
-            "Define "
-            + (
-                f"the lambda now inside {outer} as a named function"
-                if inner.endswith("<lambda>")
-                else f"{inner} (now defined inside {outer})"
-                if inner
-                else "it"
-            )
-            + " at a module's top level (a named function or class, not a lambda or a function "
-            "defined inside another): DataLoader workers and multiprocessing under spawn "
-            "(Windows, macOS) receive the dataset, collate_fn and worker_init_fn by pickle."
+            f"Define {what} at a module's top level (a named function or class, not a lambda "
+            "or a function defined inside another): DataLoader workers and multiprocessing "
+            "under spawn (Windows, macOS) receive the dataset, collate_fn and worker_init_fn "
+            "by pickle."
         )
-    return {"pickle_said": f"Python could not pickle {said}{where}.", "pickle_advice": advice}
+    return {
+        "pickle_said": f"Python could not pickle {said}{where}.",
+        "pickle_advice": advice,
+        "pickle_confirm": confirm,
+    }
 
 
 def pickled_class(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     name, module = groups.get("name", "the class"), groups.get("module", "")
+    if module == "__mp_main__":
+        # a spawned child imports the parent's script as __mp_main__, without running what
+        # sits under `if __name__ == "__main__":`
+        return {
+            "class_where": " in a worker started by spawn, which imports the script as "
+            "__mp_main__: the class is defined under `if __name__ == '__main__':` (or in a "
+            "function), so the worker never defines it",
+            "class_advice": f"Define {name} at the script's top level, outside the `if "
+            "__name__ == '__main__':` block (or in a module it imports); keep only the work "
+            "itself under the guard.",
+        }
     if module == "__main__" and (groups.get("builtin") or facts.get("spawn_evidence")):
         return {
             "class_where": " in a worker started by spawn: it was defined in a notebook or an "
@@ -217,7 +262,7 @@ def pickled_class(
             "class_where": ": the file was pickled with a class defined in the saving script "
             "itself (its __main__), so loading looks for it in this script",
             "class_advice": f"Make {name} exist in the loading script before loading (import it "
-            f"from the module that defines it and set it there: import __main__; "
+            "from the module that defines it and set it there: import __main__; "
             f"__main__.{name} = {name}); better, save model.state_dict() and load it into a "
             "model built in code.",
         }

@@ -121,7 +121,7 @@ def mps(groups: dict[str, str], facts: dict[str, str], machine: Machine | None) 
     else:
         advice = _MPS_DTYPES.get(
             key,
-            f"convert the tensor to a dtype MPS has (float32, float16, int32) before moving it "
+            "convert the tensor to a dtype MPS has (float32, float16, int32) before moving it "
             f"to 'mps', or compute the {dtype} part on the CPU",
         )
     return {
@@ -134,7 +134,9 @@ def toolchain_arch_advice(arch: str) -> str:
     """nvcc or ptxas refused an architecture: too new for this toolkit, or removed from it
     (cuda_arch_support.csv): a build asking for compute_35 with CUDA 12 needs the opposite fix
     of one asking for compute_89 with CUDA 11.7."""
-    digits = arch.split("_", 1)[1].rstrip("abf")
+    digits = arch.split("_", 1)[1]
+    # sm_90a, sm_100f: architecture- and family-specific targets came later than the plain one
+    # (CUDA 12.0 for sm_90a, 12.9 for the f ones), which the table does not list: no figure
     capability = f"{digits[:-1]}.{digits[-1]}" if digits.isdigit() and len(digits) >= 2 else ""
     events = {e.event: e for e in cuda.arch_events() if e.compute_capability == capability}
     removed, added = events.get("removed"), events.get("added")
@@ -154,10 +156,16 @@ def toolchain_arch_advice(arch: str) -> str:
             "use it (CUDA_HOME, PATH; nvcc --version shows which one runs), or leave "
             f"{capability} out of the architectures the build names."
         )
+    suffix = (
+        f" {arch} is an architecture-specific target: those need CUDA 12.0 or later (sm_90a), "
+        "the family ones 12.9 (sm_100f)."
+        if digits[-1:].isalpha()
+        else ""
+    )
     return (
         "Use a CUDA toolkit (nvcc) and Triton new enough for the GPU: CUDA >= 11.8 for "
         "sm_89/sm_90, >= 12.8 for Blackwell (sm_100/sm_120); pip wheels of torch >= 2.7 bundle "
-        "a matching Triton/ptxas."
+        "a matching Triton/ptxas." + suffix
     )
 
 

@@ -62,6 +62,10 @@ def no_kernel_image(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     out: dict[str, str] = {}
+    arch = groups.get("arch", "")
+    if arch.startswith(("compute_", "sm_")):
+        # before the returns below: nvcc's refusal can share a log with a kernel-image error
+        out["toolchain_advice"] = gpu.toolchain_arch_advice(arch)
     if groups.get("tf_capability") and facts.get("tf_gpu_created"):
         # TensorFlow skipped one GPU and made a device of another
         out[DOUBT] = (
@@ -101,9 +105,6 @@ def no_kernel_image(
             "3.3 or later), then clear Triton's cache (rm -rf ~/.triton/cache)."
         )
         return out
-    arch = groups.get("arch", "")
-    if arch.startswith(("compute_", "sm_")):
-        out["toolchain_advice"] = gpu.toolchain_arch_advice(arch)
     if groups.get("hip"):
         out["arch_advice"] = _rocm_arch_advice(machine)
         out["arch_rebuild_advice"] = (
@@ -225,8 +226,10 @@ def glibcxx(
     elif runtime.startswith("/") and not re.match(r"/(?:usr/)?lib(?:64|32)?/", runtime):
         # a compiler's or an application's own copy found first (an HPC module's GCC, spack, a
         # toolkit's bundled runtime): the program was built with a newer GCC than that one
-        owner = re.search(r"gcc[-/](\d+(?:\.\d+)*)", runtime)
-        what = f"GCC {owner.group(1)}'s own" if owner else "not the system's but a copy"
+        # the last GCC the path names is the one whose lib64 it is (spack nests a compiler's
+        # directory under the compiler that built it: gcc-4.8.5/gcc-10.2.0-hash/lib64)
+        owners = re.findall(r"gcc[-/](\d+(?:\.\d+)*)", runtime)
+        what = f"GCC {owners[-1]}'s own" if owners else "not the system's but a copy"
         text = (
             f"The libstdc++ loaded first is {what} ({runtime}), found before the system's "
             "(through LD_LIBRARY_PATH, which a module or an environment sets, or the loader's "

@@ -313,8 +313,9 @@ def host_alloc(
     detail = ""
     if shape and max(shape) >= 100_000:
         detail += (
-            f" Its longest axis holds {max(shape):,} elements: a long input (hours of audio, a "
-            "long sequence or series) taken whole; process it in shorter segments or chunks."
+            f" Its longest axis holds {max(shape):,} elements: an input taken whole (a long "
+            "audio file, sequence or series, a large table or matrix); process it in shorter "
+            "segments or chunks."
         )
     if dtype in ("float64", "complex128"):
         detail += f" It is {dtype}: {_HALF_OF[dtype]} takes half the memory."
@@ -325,7 +326,7 @@ def host_alloc(
             "shortage. Check the shapes and dtype of the tensor created at the failing line (a "
             "dimension multiplied in twice, a sequence length or vocabulary read wrong)." + detail
         )
-    elif tried >= _ONE_REQUEST_TOO_LARGE:
+    elif tried >= _ONE_REQUEST_TOO_LARGE and not ram:
         out["host_alloc_advice"] = (
             f"One request of {human_size(tried)} is more than most machines have in all: the "
             "input is too large to process at once (a long video or audio file, a large image "

@@ -80,7 +80,7 @@ def _numpy_abi(groups: dict[str, str]) -> dict[str, str]:
         sizes = f" ({expected} bytes there, {got} here)" if expected and got else ""
         return {
             "numpy_abi_said": "An extension module was compiled against a newer NumPy than the "
-            f"one installed: numpy.ndarray is smaller here than in the headers it was built "
+            "one installed: numpy.ndarray is smaller here than in the headers it was built "
             f"with{sizes}.",
             "numpy_abi_advice": "Upgrade NumPy in this environment (python -m pip install -U "
             "numpy, within what the project's requirements allow), or reinstall the extension "
