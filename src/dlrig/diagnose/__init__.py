@@ -21,7 +21,7 @@ from dlrig.diagnose.advice.figures import DOUBT
 from dlrig.diagnose.lines import RAISED, RAISED_TAIL_LINES
 from dlrig.diagnose.model import Diagnosis, Evidence, Finding
 from dlrig.diagnose.rank import Ranked, rank
-from dlrig.diagnose.scanner import Scanner
+from dlrig.diagnose.scanner import SETTINGS, Scanner
 from dlrig.errors import InputError
 from dlrig.inputs import check_readable_file
 from dlrig.knowledge import signatures as signature_knowledge
@@ -53,30 +53,26 @@ def _fill(template: str, values: dict[str, str]) -> str | None:
     return None if formatter.missing or not text.strip() else text
 
 
-# The run's own settings are printed before it fails; a value after the failure in the same
-# input is a reply's suggestion ("try --batch_size 8"), not what ran.
-_SETTINGS = ("batch_size", "grad_accum")
-
-
 def _finding(
     ranked: Ranked,
     facts: dict[str, str],
     machine: Machine | None,
-    history: dict[str, list[tuple[str, tuple[str, int]]]] | None = None,
+    history: dict[str, list[tuple[int, str, tuple[str, int]]]] | None = None,
 ) -> Finding:
     candidate = ranked.candidate
     if history:
+        # A run's settings are printed before it fails; a value after the failure in the same
+        # input is a reply's suggestion ("try --batch_size 8"), not what ran. The most specific
+        # pattern's value before it wins (the latest on ties); none before it: not in the log.
         facts = dict(facts)
-        for name in _SETTINGS:
-            # the best value read before the failure (values come in order of their pattern's
-            # rank, the best last); none before it: the run's setting is not in the log
+        for name in SETTINGS:
             before = [
-                value
-                for value, (source, line) in history.get(name, [])
+                (index, order, value)
+                for order, (index, value, (source, line)) in enumerate(history.get(name, []))
                 if source != candidate.first_source or line <= candidate.first_line
             ]
             if before:
-                facts[name] = before[-1]
+                facts[name] = min(before, key=lambda entry: (entry[0], -entry[1]))[2]
             else:
                 facts.pop(name, None)
     cause = cause_vocabulary.get(candidate.cause)

@@ -46,7 +46,11 @@ class _Re2(_Engine):
 
         self.anchors = anchors
         body = "|".join(re.escape(a) for a in anchors)
-        self._regex = re2.compile(("(?i)(?:" + body + ")").encode())
+        # RE2's default 8 MiB for the DFA is too little for ~1,000 literals: it would say "DFA
+        # out of memory" on stderr and fall back to a slower engine
+        options = re2.Options()
+        options.max_mem = 256 << 20
+        self._regex = re2.compile(("(?i)(?:" + body + ")").encode(), options)
 
     def offsets(self, buffer: bytearray, limit: int) -> Iterable[int]:
         return (m.start() for m in self._regex.finditer(memoryview(buffer)[:limit]))
@@ -102,7 +106,11 @@ class _Hyperscan(_Engine):
         if self._helper is None:
             self._helper = concurrent.futures.ThreadPoolExecutor(1, "dlrig-anchors")
         second = self._helper.submit(self._scan, buffer, middle, limit, self._scratch[1])
-        return self._scan(buffer, 0, middle, self._scratch[0]) + second.result()
+        try:
+            first = self._scan(buffer, 0, middle, self._scratch[0])
+        finally:
+            rest = second.result()  # awaited even when the first half failed: its view is gone
+        return first + rest
 
     def offsets(self, buffer: bytearray, limit: int) -> Iterable[int]:
         return [offset for offset, _ in self.matches(buffer, limit)]

@@ -32,6 +32,8 @@ BARREN_LINES = 4096
 WRAP_TRIES = 64
 MAX_EVIDENCE = 5
 T = TypeVar("T")
+# Facts that are the run's settings: printed before it fails, and echoed in replies after it.
+SETTINGS = ("batch_size", "grad_accum")
 MAX_GROUP_SETS = 2000
 
 
@@ -101,8 +103,9 @@ class ScanResult:
     # finish evidence: (source, line, finish id) in the order found
     finishes: list[tuple[str, int, str]] = field(default_factory=list)
     facts: dict[str, str] = field(default_factory=dict)
-    # value name -> the values it took, each with its (source, line); at most one per pattern
-    fact_history: dict[str, list[tuple[str, tuple[str, int]]]] = field(default_factory=dict)
+    # a run setting's name -> (pattern index, value, (source, line)) of each pattern's first
+    # match in each input
+    fact_history: dict[str, list[tuple[int, str, tuple[str, int]]]] = field(default_factory=dict)
     lines: int = 0
     bytes: int = 0
     sources: list[str] = field(default_factory=list)
@@ -170,7 +173,7 @@ class Scanner:
         self.found = ScanResult(markers={m.id: 0 for m in signature_set.markers})
         self._fact_rank: dict[str, int] = {}  # index of the pattern that gave each fact
         self._wrap_tries: dict[tuple[str, str], int] = {}  # (input, signature id) -> failed joins
-        self._barren: set[bytes] = set()  # lines that matched an anchor and gave nothing
+        self._barren: set[object] = set()  # lines that matched an anchor and gave nothing
         self._streams: dict[str, _Stream] = {}
         self._current = "<input>"
         self._count = _count_newlines  # numpy's, once an input fills a whole chunk
@@ -296,7 +299,11 @@ class Scanner:
     ) -> None:
         end = self._line_end(buffer, position)
         line_bytes = bytes(buffer[start:end])
-        if line_bytes in self._barren:
+        known = UNKNOWN not in anchors_found and b"\x1b" not in line_bytes
+        # what a line is tried against depends on the anchors found in it (a window of a long
+        # line holds fewer than the whole line): they are part of what it said nothing for
+        barren_key: object = (line_bytes, frozenset(anchors_found)) if known else line_bytes
+        if barren_key in self._barren:
             return  # the same line said nothing before (a warning a run repeats every step)
         text, prefix_rank = clean_line(line_bytes.decode("utf-8", errors="replace"))
         rank_read: list[int | None] = []
@@ -314,7 +321,6 @@ class Scanner:
             self._facts,
             self._lowered,
         )
-        known = UNKNOWN not in anchors_found and b"\x1b" not in line_bytes
         if known:
             # Only what the line's anchors can match is tried (colour codes, cleaned out of the
             # text, may join an anchor they split: such a line is checked for every anchor).
@@ -333,7 +339,9 @@ class Scanner:
         # signature's anchor, a try at joining a wrapped line).
         barren = True
         for marker_id, anchors in markers:
-            if holds(anchors):
+            # markers have no pattern of their own: the cleaned text must hold the anchor (a
+            # launcher prefix cut by cleaning may have held it)
+            if any(anchor in lowered for anchor in anchors):
                 barren = False
                 found_so_far.markers[marker_id] += 1
                 if source not in found_so_far.first_errors and STATES_ERROR.search(text):
@@ -374,7 +382,7 @@ class Scanner:
                 hit = found_so_far.hits[signature.id] = Hit(signature)
             hit.add(source, line, text, found, values, rank())
         if barren and len(self._barren) < BARREN_LINES:
-            self._barren.add(line_bytes)
+            self._barren.add(barren_key)
 
     def _read_fact(
         self,
@@ -384,20 +392,27 @@ class Scanner:
         place: tuple[str, int],
     ) -> bool:
         """Keep the value of the most specific pattern seen (its index is its rank); True when
-        this line gave it."""
+        this line gave it. A run setting's every pattern is tried and its matches kept (the
+        first per pattern and input): the best one may be a reply's after the failure."""
         best = self._fact_rank.get(fact_id, len(patterns))
-        for index, pattern in enumerate(patterns[:best]):
+        setting = fact_id in SETTINGS
+        gave = False
+        for index, pattern in enumerate(patterns if setting else patterns[:best]):
             found = pattern.search(text)
-            if found:
-                values = {k: v for k, v in found.groupdict().items() if v}
-                self.found.facts.update(values)
+            if not found:
+                continue
+            values = {k: v for k, v in found.groupdict().items() if v}
+            if setting:
                 for name, value in values.items():
-                    # every value a fact took, in order: a better pattern's value may come from
-                    # a reply after the failure, and the run's own is then the earlier one
-                    self.found.fact_history.setdefault(name, []).append((value, place))
+                    history = self.found.fact_history.setdefault(name, [])
+                    if not any(i == index and p[0] == place[0] for i, _, p in history):
+                        history.append((index, value, place))
+            if index < best:
+                self.found.facts.update(values)
                 self._fact_rank[fact_id] = index
-                return True
-        return False
+                gave = True
+            break
+        return gave
 
     def _across_wrap(
         self, signature: Any, buffer: bytearray, end: int, text: str

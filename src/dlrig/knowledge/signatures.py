@@ -77,9 +77,13 @@ class Signature:
     def source(self) -> str:
         return " ; ".join(self.sources)
 
+    @functools.cached_property
+    def _screen(self) -> re.Pattern[str] | None:
+        return _any_of(tuple(p.pattern for p in self.patterns))
+
     def match(self, text: str) -> re.Match[str] | None:
         """The first pattern that matches `text` (most specific patterns come first)."""
-        screen = _any_of(tuple(p.pattern for p in self.patterns))
+        screen = self._screen
         if screen is not None and screen.search(text) is None:
             return None  # one pass over a line that none of them matches (most lines)
         if any(e.search(text) for e in self.exclude):
@@ -175,7 +179,7 @@ class SignatureSet:
         return tuple(found)
 
 
-_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+_NAMED_GROUP = re.compile(r"(?<!\\)\(\?P<\w+>")  # not an escaped "\(?P<" (a literal)
 
 
 @functools.cache
