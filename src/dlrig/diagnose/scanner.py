@@ -34,6 +34,7 @@ MAX_EVIDENCE = 5
 T = TypeVar("T")
 # Facts that are the run's settings: printed before it fails, and echoed in replies after it.
 SETTINGS = ("batch_size", "grad_accum")
+SETTING_LINES = 64  # lines per input whose every setting pattern is tried
 MAX_GROUP_SETS = 2000
 
 
@@ -172,6 +173,7 @@ class Scanner:
         # What is found so far; close() hands it over once every input is scanned to its end.
         self.found = ScanResult(markers={m.id: 0 for m in signature_set.markers})
         self._fact_rank: dict[str, int] = {}  # index of the pattern that gave each fact
+        self._setting_lines: dict[tuple[str, str], int] = {}  # (fact, input) -> lines read
         self._wrap_tries: dict[tuple[str, str], int] = {}  # (input, signature id) -> failed joins
         self._barren: set[object] = set()  # lines that matched an anchor and gave nothing
         self._streams: dict[str, _Stream] = {}
@@ -396,6 +398,12 @@ class Scanner:
         first per pattern and input): the best one may be a reply's after the failure."""
         best = self._fact_rank.get(fact_id, len(patterns))
         setting = fact_id in SETTINGS
+        if setting:
+            # bounded: a log that prints its batch size on every step would otherwise pay every
+            # pattern on every such line; a run prints its settings near its start
+            seen = self._setting_lines.get((fact_id, place[0]), 0)
+            self._setting_lines[(fact_id, place[0])] = seen + 1
+            setting = seen < SETTING_LINES
         gave = False
         for index, pattern in enumerate(patterns if setting else patterns[:best]):
             found = pattern.search(text)
