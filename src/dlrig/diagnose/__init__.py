@@ -18,10 +18,11 @@ from typing import Any, BinaryIO
 from dlrig import causes as cause_vocabulary
 from dlrig.diagnose import advice
 from dlrig.diagnose.advice.figures import DOUBT
+from dlrig.diagnose.found import SETTINGS
 from dlrig.diagnose.lines import RAISED, RAISED_TAIL_LINES
 from dlrig.diagnose.model import Diagnosis, Evidence, Finding
 from dlrig.diagnose.rank import Ranked, rank
-from dlrig.diagnose.scanner import SETTINGS, Scanner
+from dlrig.diagnose.scanner import Scanner
 from dlrig.errors import InputError
 from dlrig.inputs import check_readable_file
 from dlrig.knowledge import signatures as signature_knowledge

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dlrig.diagnose.scanner import Hit, ScanResult
+from dlrig.diagnose.found import Hit, ScanResult
 from dlrig.knowledge import extensions
 from dlrig.knowledge import xid as xid_knowledge
 from dlrig.knowledge.signatures import Rule, SignatureSet

@@ -187,3 +187,16 @@ def variant_cuda(variant: str) -> Version | None:
     if not variant.startswith("cu") or not digits.isdigit() or len(digits) < 2:
         return None
     return Version((int(digits[:-1]), int(digits[-1])))
+
+
+def integer_version(component: str, value: str | None) -> str | None:
+    """A CUDA or cuDNN version as the libraries print it as an integer (CUDA_VERSION,
+    CUDNN_VERSION): CUDA 12010 -> 12.1, cuDNN 7102 -> 7.1.2, 8906 -> 8.9.6, 90100 -> 9.1.0."""
+    if not value or not value.isdigit():
+        return None
+    number = int(value)
+    if component == "CUDA":
+        return f"{number // 1000}.{(number % 1000) // 10}"
+    if component == "cuDNN" and number >= 10000:
+        return f"{number // 10000}.{(number % 10000) // 100}.{number % 100}"
+    return f"{number // 1000}.{(number % 1000) // 100}.{number % 100}"

@@ -88,6 +88,10 @@ def nan_input(
     return {"input_said": f"the input {name}" if name else "an input"}
 
 
+# The fact's last pattern: a bare word, whose setting after it may say it is off ("fp16=False")
+_HALF_WORDS = frozenset({"fp16", "float16", "bf16", "bfloat16", "--amp", "mixed precision"})
+
+
 def nan_loss(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
@@ -95,14 +99,7 @@ def nan_loss(
     precision; otherwise divergence (a learning rate too high, bad inputs) is the likelier one."""
     half = facts.get("half_evidence", "")
     setting = facts.get("half_setting", "").lower()
-    bare = half.lower().replace("_", " ") in (
-        "fp16",
-        "float16",
-        "bf16",
-        "bfloat16",
-        "--amp",
-        "mixed precision",
-    )
+    bare = half.lower().replace("_", " ") in _HALF_WORDS
     if bare and re.search(r"\b(?:false|no|none|0|off)\b", setting):
         half = ""  # "fp16=False", "Mixed precision type: no": the log says it is not used
     fp16 = "Switch to bf16 (Ampere or newer) or fp32 for the overflowing layers"

@@ -169,17 +169,11 @@ def toolchain_arch_advice(arch: str) -> str:
     )
 
 
-def _cudnn_dotted(number: str) -> str:
-    """cuDNN's CUDNN_VERSION integer as a release: 7102 is 7.1.2 (major*1000 + minor*100 +
-    patch before cuDNN 9), 90100 is 9.1.0 (major*10000 + minor*100 + patch from 9)."""
-    if not number.isdigit() or len(number) not in (4, 5):
-        return number
-    value = int(number)
-    major, rest = (value // 10000, value % 10000) if len(number) == 5 else divmod(value, 1000)
-    return f"{major}.{rest // 100}.{rest % 100}"
-
-
 def cudnn_versions(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
-    return {key: _cudnn_dotted(groups[key]) for key in ("built", "found") if groups.get(key)}
+    return {
+        key: cuda.integer_version("cuDNN", groups[key]) or groups[key]
+        for key in ("built", "found")
+        if groups.get(key)
+    }

@@ -9,17 +9,16 @@ import re
 from dlrig.diagnose import install
 from dlrig.diagnose.advice import gpu
 from dlrig.diagnose.advice.figures import DOUBT
-from dlrig.knowledge import extensions, provision, pytorch, rocm, versions
+from dlrig.knowledge import cuda, extensions, provision, pytorch, rocm, versions
 from dlrig.knowledge import gpus as gpu_knowledge
 from dlrig.machine.model import Machine
 
 
 def _driver_cuda(groups: dict[str, str], machine: Machine | None) -> str | None:
     """The driver's CUDA level: torch's "found version 11040" is 11.4."""
-    found = groups.get("found")
-    if found and found.isdigit():
-        value = int(found)
-        return f"{value // 1000}.{(value % 1000) // 10}"
+    found = cuda.integer_version("CUDA", groups.get("found"))
+    if found:
+        return found
     if machine and machine.driver and machine.driver.cuda_version:
         return machine.driver.cuda_version
     return None
@@ -293,18 +292,6 @@ def tf_libraries(
     return out
 
 
-def _component_version(component: str, value: str | None) -> str | None:
-    """jaxlib's integer versions: CUDA 12010 -> 12.1, cuDNN 8906 -> 8.9.6, 90100 -> 9.1.0."""
-    if not value or not value.isdigit():
-        return None
-    number = int(value)
-    if component == "CUDA":
-        return f"{number // 1000}.{(number % 1000) // 10}"
-    if component == "cuDNN" and number >= 10000:
-        return f"{number // 10000}.{(number % 10000) // 100}.{number % 100}"
-    return f"{number // 1000}.{(number % 1000) // 100}.{number % 100}"
-
-
 # The pip wheel of each CUDA component jaxlib checks (the nvidia-*-cu12 packages its cuda12 extra
 # installs).
 _JAX_WHEELS = {
@@ -325,8 +312,8 @@ def jax_component(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
     component = groups.get("component", "a CUDA component")
-    found = _component_version(component, groups.get("found"))
-    built = _component_version(component, groups.get("built") or groups.get("minimum"))
+    found = cuda.integer_version(component, groups.get("found"))
+    built = cuda.integer_version(component, groups.get("built") or groups.get("minimum"))
     parts = []
     if found:
         parts.append(f"installed {found}")
