@@ -75,7 +75,7 @@ def test_a_name_a_release_changed_is_that_release(log: str, said: str, fix: str)
 
 def test_an_unknown_missing_name_stays_a_lead():
     """The table's names only: a missing attribute it does not list is not claimed."""
-    result = diagnose.diagnose_text("AttributeError: module 'torch' has no attribute 'library'\n")
+    result = diagnose.diagnose_text("AttributeError: module 'torch' has no attribute 'lib'\n")
     assert result.root is None or result.root.confidence < 0.5
 
 
@@ -91,6 +91,14 @@ def test_an_unknown_missing_name_stays_a_lead():
         ("gpu_too_old_for_feature/kernl-133-s10.log", "gpu_too_old_for_feature", "8.0"),
         ("missing_cuda_lib/horovod-3924-s10.log", "missing_cuda_lib", "libnccl-dev"),
         ("python_package_missing/openseg.pytorch-32-s10.log", "python_package_missing", "PATH"),
+        # torch.library (1.12) and its later functions, from api_changes.csv
+        ("package_api_mismatch/SINet-47-s10.log", "package_api_mismatch", "torch>=1.12.0"),
+        # older torch printed no space after the colon
+        ("cuda_oom/CR-GAN-8-s7.log", "cuda_oom", "batch"),
+        ("cudnn_status_error/DBPN-Pytorch-65-s7.log", "cudnn_status_error", "cuDNN"),
+        ("model_architecture_unknown/ollama-4572-s7.log", "model_architecture_unknown", "qwen2"),
+        # torch 1.x's words for a device mismatch of an output tensor ('out')
+        ("tensors_on_mixed_devices/ray-30063-s7.log", "tensors_on_mixed_devices", ""),
     ],
 )
 def test_messages_the_tenth_sample_s_readers_found_in_the_vocabulary(

@@ -176,6 +176,11 @@ def test_batch_size_fact_reads_the_training_batch_only(line, batch):
         ("node [stderr] [rank14]:[E909] w", "[E909] w", 14),
         ("[1,5]<stderr>:Traceback", "Traceback", 5),
         ("3: torch.OutOfMemoryError", "torch.OutOfMemoryError", 3),
+        # a Markdown quote of the log, nested or not, with or without a space
+        ("> RuntimeError: x", "RuntimeError: x", None),
+        ("  > >ModuleNotFoundError: No module named '_ext'", "ModuleNotFoundError: No module named '_ext'", None),
+        ("> [rank2]: Traceback", "Traceback", 2),
+        ("a > b", "a > b", None),
     ],
 )
 def test_launcher_and_rank_prefixes_are_cut(raw, text, rank):

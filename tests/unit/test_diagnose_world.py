@@ -468,9 +468,10 @@ def test_the_fourteenth_fresh_blind_set():
     error: system not yet initialized" (torch's symmetric memory under vLLM, fixed by turning
     that off) with confidence: that driver-API wording is now a lead naming both."""
     right, inside, confident, outside = _blind_set(FRESH14, "fourteenth")
-    # 6 rows relabelled on 2026-12-07 when their causes were added (see the manifest)
-    assert (inside, outside) == (25, 7)
-    assert right >= 19
+    # 6 rows relabelled on 2026-12-07 when their causes were added, 2 on 2026-12-08 when
+    # llama.cpp's "unknown pre-tokenizer type" joined model_architecture_unknown (see the manifest)
+    assert (inside, outside) == (27, 5)
+    assert right >= 21
     assert confident == 0
 
 
