@@ -178,7 +178,11 @@ def test_batch_size_fact_reads_the_training_batch_only(line, batch):
         ("3: torch.OutOfMemoryError", "torch.OutOfMemoryError", 3),
         # a Markdown quote of the log, nested or not, with or without a space
         ("> RuntimeError: x", "RuntimeError: x", None),
-        ("  > >ModuleNotFoundError: No module named '_ext'", "ModuleNotFoundError: No module named '_ext'", None),
+        (
+            "  > >ModuleNotFoundError: No module named '_ext'",
+            "ModuleNotFoundError: No module named '_ext'",
+            None,
+        ),
         ("> [rank2]: Traceback", "Traceback", 2),
         ("a > b", "a > b", None),
     ],
