@@ -358,3 +358,32 @@ def test_a_compilers_own_libstdcxx_found_first_is_named():
 def test_the_eleventh_samples_messages_in_their_emitters_forms(log: str, cause: str, said: str):
     root = _root(log)
     assert root.cause == cause and said in root.explanation + " ".join(root.fixes)
+
+
+@pytest.mark.parametrize(
+    ("log", "cause", "said"),
+    [
+        ("fp16_overflow_nan/EDSR-PyTorch-36-s12.log", "fp16_overflow_nan", "bf16"),
+        ("host_alloc_refused/D4LCN-13-s12.log", "host_alloc_refused", "checksum"),
+        ("cpu_only_torch/LlamaFactory-7986-s12.log", "cpu_only_torch", "'npu'"),
+        ("dataloader_worker_killed/tasti-3-s12.log", "dataloader_worker_killed", "num_workers=0"),
+        ("cuda_oom/tensorflow-17669-s12.log", "cuda_oom", "batch is already 1"),
+        ("disk_full/dust-7395-s12.log", "disk_full", "ephemeral-storage"),
+        ("no_kernel_image/rocBLAS-1339-s12.log", "no_kernel_image", "HSA_OVERRIDE_GFX_VERSION"),
+        ("illegal_memory_access/faiss-280-s12.log", "illegal_memory_access", ""),
+        ("package_api_mismatch/Nonlincausality-11-s12.log", "package_api_mismatch", "tf_keras"),
+        ("jax_jaxlib_mismatch/jax-21383-s12.log", "jax_jaxlib_mismatch", ""),
+        ("missing_cuda_lib/tensorflow-5090-3-s12.log", "missing_cuda_lib", "nvcc"),
+        ("package_api_mismatch/shine-4-s12.log", "package_api_mismatch", "float"),
+        ("gpu_too_old_for_feature/FasterTransformer-25-s12.log", "gpu_too_old_for_feature", "5.0"),
+    ],
+)
+def test_the_twelfth_sample_s_verdicts_and_misses(log: str, cause: str, said: str) -> None:
+    """From the twelfth symptom sample's readers: its doubtful answers (fp16 named by
+    --precision half, a MemoryError while unpickling, an Ascend NPU's CUDA path, a worker's
+    segmentation fault, a batch of one, a pod's own storage limit) and the wordings of known
+    causes it had no answer for (rocBLAS's Tensile library, CUDA error 77, Keras 3, PJRT, ptxas,
+    NumPy 1.24's alias message, cuBLAS's architecture status)."""
+    root = _root(log)
+    assert root.cause == cause and root.confidence >= 0.5
+    assert said in root.fixes[0]

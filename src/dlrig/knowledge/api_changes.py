@@ -71,6 +71,10 @@ def message_patterns() -> tuple[str, ...]:
         re.escape(c.name.split(".", 1)[1]) for c in changes() if c.name.startswith("numpy.")
     )
     patterns.append(f"`(?P<package>np)\\.(?P<name>{numpy})` was removed in the NumPy")
+    # NumPy 1.24's AttributeError goes on: "`np.float` was a deprecated alias for the builtin
+    # `float`. To avoid this error in existing code, use `float` by itself." (1.20's warning says
+    # "is a deprecated alias" and fails nothing)
+    patterns.append(f"`?(?P<package>np)\\.(?P<name>{numpy})`? was a deprecated alias for")
     for top, names in modules.items():
         alternatives = "|".join(names)
         patterns.append(

@@ -42,6 +42,7 @@ ADVISORS: dict[str, tuple[str, str]] = {
     "shm_too_small": ("run", "shm"),
     "torch_wheel_unavailable": ("install", "torch_wheel"),
     "host_alloc_refused": ("memory", "host_alloc"),
+    "dataloader_worker_killed": ("data", "worker_signal"),
     "nccl_system_error": ("run", "nccl_system"),
     "tf_gpu_libraries_missing": ("install", "tf_libraries"),
     "jax_cuda_backend_failed": ("install", "jax_component"),

@@ -290,3 +290,48 @@ def pickled_class(
         "importable), or alias the old name before loading; then save model.state_dict(), which "
         "does not depend on the code's layout.",
     }
+
+
+_RAM_FIRST = (
+    "Lower host memory use: DataLoader(num_workers=fewer, prefetch_factor=2, "
+    "persistent_workers=False); keep large data out of the Dataset object (numpy memmap, Arrow) "
+    "so workers do not copy it."
+)
+
+
+def worker_signal(
+    groups: dict[str, str], facts: dict[str, str], machine: Machine | None
+) -> dict[str, str]:
+    """A DataLoader worker killed by a signal: 'Killed' is the RAM; a fault is the worker's own
+    crash in native code, which num_workers=0 shows with its traceback."""
+    signal = groups.get("signal", "")
+    if signal in (
+        "Segmentation fault",
+        "Illegal instruction",
+        "Floating point exception",
+        "Aborted",
+    ):
+        return {
+            "worker_signal_said": "the worker crashed in native code (a decoder or library the "
+            "Dataset calls: OpenCV, an unusual or corrupt file, a library not safe to use after "
+            "fork), not for want of memory",
+            "worker_first": "Run with num_workers=0: the same fault then happens in the main "
+            "process, with its traceback and the sample it was reading. With OpenCV in the "
+            "Dataset, call cv2.setNumThreads(0); DataLoader(..., multiprocessing_context='spawn') "
+            "avoids state inherited by fork.",
+        }
+    if signal == "Terminated":
+        return {
+            "worker_signal_said": "something sent it SIGTERM: the job's scheduler stopping the "
+            "run (a time or memory limit), or the main process shutting its workers down after "
+            "an error of its own",
+            "worker_first": "Look above this line for the main process's first error and in the "
+            "scheduler's record for the job's end (sacct -j <job> -o State,ExitCode,Reason).",
+        }
+    return {
+        "worker_signal_said": "the kernel killed it, most often for the host running out of RAM "
+        "(the OOM killer)"
+        if signal == "Killed"
+        else "the log does not say who sent it",
+        "worker_first": _RAM_FIRST,
+    }

@@ -148,6 +148,17 @@ def cpu_only(
             "device option or by replacing .cuda() / device='cuda' in the code; code that calls "
             "torch.cuda unconditionally (a sampler, a custom kernel) needs that fixed upstream."
         }
+    accelerator = facts.get("accel_evidence")
+    if accelerator:
+        # the vendor's torch has no CUDA by design: a CUDA build is not the fix
+        return {
+            "cpu_only_advice": f"The log shows another accelerator's stack ({accelerator}), "
+            "whose torch is built without CUDA: the code or a library took a CUDA path. Use that "
+            "accelerator's device (Ascend: import torch_npu and device 'npu', or "
+            "torch_npu.contrib.transfer_to_npu to map CUDA calls; Gaudi: 'hpu'; TPU: torch_xla's "
+            "device), and keep the vendor's extension at the release made for the installed "
+            "torch and library."
+        }
     built = re.fullmatch(r"(\d+\.\d+\.\d+)\+(cu\d{3,4})", groups.get("built", ""))
     if built:
         # xFormers names the CUDA torch it was compiled for: that build, not the newest

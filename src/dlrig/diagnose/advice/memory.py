@@ -145,6 +145,12 @@ def _kv_cache_advice(facts: dict[str, str]) -> str:
     )
 
 
+def _one_large_sample(shape: str) -> bool:
+    """A tensor shape of batch 1 with an axis of thousands ("1,5095,3729,3")."""
+    dims = [int(d) for d in re.findall(r"\d+", shape)]
+    return len(dims) >= 3 and dims[0] == 1 and max(dims[1:]) >= 2048
+
+
 def cuda_oom(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
@@ -248,6 +254,14 @@ def cuda_oom(
         out["oom_batch_advice"] = " ".join(lines)
     elif phase_advice:
         out["oom_batch_advice"] = phase_advice
+    elif _one_large_sample(groups.get("shape", "")):
+        # TensorFlow names the tensor: a batch of one, so the sample itself is too large
+        out["oom_batch_advice"] = (
+            f"The tensor it failed on is one sample (shape [{groups['shape'].strip()}]): the "
+            "batch is already 1, so the input is too large for this GPU. Resize or tile the "
+            "inputs, or cap the size the pipeline resizes them to (a detector's maximum image "
+            "dimension, a maximum sequence length)."
+        )
     elif batch and batch > 1:
         # No figures in the message: halving is the only defensible step.
         out.update(
@@ -301,6 +315,15 @@ def host_alloc(
         tried = float(groups["tried"])
     out: dict[str, str] = {"tried_said": ""}
     if tried is None:
+        if facts.get("unpickle_evidence"):
+            # no size to judge by, and the file is as likely as the RAM
+            out["host_alloc_advice"] = (
+                "It failed while unpickling a file (torch.load, pickle.load): a truncated or "
+                "corrupt checkpoint (an interrupted download, a Git LFS pointer, a file of "
+                "another format) makes the unpickler ask for impossible sizes. Compare the "
+                "file's size and checksum with its source and download it again; if it is "
+                "whole, load it with torch.load(path, map_location='cpu', mmap=True)."
+            )
         return out
     out["tried_said"] = f" of {human_size(tried)}"
     out.update(as_figures(tried_bytes=tried))
