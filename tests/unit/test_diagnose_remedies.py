@@ -387,3 +387,24 @@ def test_the_twelfth_sample_s_verdicts_and_misses(log: str, cause: str, said: st
     root = _root(log)
     assert root.cause == cause and root.confidence >= 0.5
     assert said in root.fixes[0]
+
+
+def test_the_review_s_false_alarms_stay_quiet():
+    """Words that look like a cause's and are not: 'ascending' is no Ascend NPU, a dunder
+    missing from __main__ is no pickled class, a deeper frame's own division by zero is not the
+    dataset's length."""
+    cpu_only = diagnose.diagnose_text(
+        "df.sort_values('loss', ascending=False)\n"
+        "AssertionError: Torch not compiled with CUDA enabled\n"
+    ).root
+    assert cpu_only is not None and "Ascend" not in cpu_only.fixes[0]
+    spec = diagnose.diagnose_text("AttributeError: module '__main__' has no attribute '__spec__'\n")
+    assert spec.root is None or spec.root.cause != "pickled_class_missing"
+    deeper = diagnose.diagnose_text(
+        '  File "train.py", line 9, in <module>\n'
+        "    mean = total / len(dataset)\n"
+        '  File "stats.py", line 3, in __truediv__\n'
+        "    return a / b\n"
+        "ZeroDivisionError: division by zero\n"
+    ).root
+    assert deeper is None or deeper.cause != "dataset_empty"

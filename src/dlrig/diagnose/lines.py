@@ -17,8 +17,9 @@ _RANK_PREFIXES = (
 )
 _SRUN_PREFIX = re.compile(r"^\s*(\d{1,4}): (?=\S)")
 # A Markdown quote ("> RuntimeError: ...", "> > Traceback"): issue threads and forum posts quote
-# the log they answer, and the quote marks are no part of the line the program printed.
-_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+(?=\S)")
+# the log they answer, and the quote marks are no part of the line the program printed. One
+# space after each mark goes with it; the line's own indentation stays.
+_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+")
 _RANK_IN_TEXT = re.compile(
     r"\[(?:PG [^\]]*?)?Rank ?(\d+)\]|\brank(\d+)\]|\blocal_rank: (\d+)|\bRANK (\d+)\b|\bRank (\d+)\b"
 )

@@ -302,23 +302,23 @@ _RAM_FIRST = (
 def worker_signal(
     groups: dict[str, str], facts: dict[str, str], machine: Machine | None
 ) -> dict[str, str]:
-    """A DataLoader worker killed by a signal: 'Killed' is the RAM; a fault is the worker's own
-    crash in native code, which num_workers=0 shows with its traceback."""
+    """A DataLoader worker killed by a signal: 'Killed' is most often the RAM; a fault is the
+    worker's own crash in native code, which num_workers=0 shows with its traceback."""
     signal = groups.get("signal", "")
-    if signal in (
-        "Segmentation fault",
-        "Illegal instruction",
-        "Floating point exception",
-        "Aborted",
-    ):
+    oom_check = (
+        "Confirm: sudo dmesg -T | grep -i 'killed process' (the OOM killer names its victim)."
+    )
+    if signal in ("Segmentation fault", "Illegal instruction", "Floating point exception"):
         return {
             "worker_signal_said": "the worker crashed in native code (a decoder or library the "
             "Dataset calls: OpenCV, an unusual or corrupt file, a library not safe to use after "
-            "fork), not for want of memory",
+            "fork)",
             "worker_first": "Run with num_workers=0: the same fault then happens in the main "
             "process, with its traceback and the sample it was reading. With OpenCV in the "
             "Dataset, call cv2.setNumThreads(0); DataLoader(..., multiprocessing_context='spawn') "
             "avoids state inherited by fork.",
+            "worker_confirm": "sudo dmesg -T | tail names the library of a segmentation fault "
+            "('segfault at ... in libX.so').",
         }
     if signal == "Terminated":
         return {
@@ -327,11 +327,20 @@ def worker_signal(
             "an error of its own",
             "worker_first": "Look above this line for the main process's first error and in the "
             "scheduler's record for the job's end (sacct -j <job> -o State,ExitCode,Reason).",
+            "worker_confirm": oom_check,
         }
+    if signal == "Killed":
+        return {
+            "worker_signal_said": "the kernel killed it, most often for the host running out of "
+            "RAM (the OOM killer)",
+            "worker_first": _RAM_FIRST,
+            "worker_confirm": oom_check,
+        }
+    # Aborted (a C++ exception, std::bad_alloc among them) or a signal the log does not name
     return {
-        "worker_signal_said": "the kernel killed it, most often for the host running out of RAM "
-        "(the OOM killer)"
-        if signal == "Killed"
-        else "the log does not say who sent it",
-        "worker_first": _RAM_FIRST,
+        "worker_signal_said": "the log does not say why (SIGABRT is a C++ exception in the "
+        "worker, std::bad_alloc for memory among them)",
+        "worker_first": "Run with num_workers=0: the worker's own error then shows in the main "
+        "process. If it is memory: " + _RAM_FIRST[0].lower() + _RAM_FIRST[1:],
+        "worker_confirm": oom_check,
     }

@@ -254,7 +254,7 @@ def cuda_oom(
         out["oom_batch_advice"] = " ".join(lines)
     elif phase_advice:
         out["oom_batch_advice"] = phase_advice
-    elif _one_large_sample(groups.get("shape", "")):
+    elif _one_large_sample(groups.get("shape", "")) and not (batch and batch > 1):
         # TensorFlow names the tensor: a batch of one, so the sample itself is too large
         out["oom_batch_advice"] = (
             f"The tensor it failed on is one sample (shape [{groups['shape'].strip()}]): the "
@@ -315,15 +315,6 @@ def host_alloc(
         tried = float(groups["tried"])
     out: dict[str, str] = {"tried_said": ""}
     if tried is None:
-        if facts.get("unpickle_evidence"):
-            # no size to judge by, and the file is as likely as the RAM
-            out["host_alloc_advice"] = (
-                "It failed while unpickling a file (torch.load, pickle.load): a truncated or "
-                "corrupt checkpoint (an interrupted download, a Git LFS pointer, a file of "
-                "another format) makes the unpickler ask for impossible sizes. Compare the "
-                "file's size and checksum with its source and download it again; if it is "
-                "whole, load it with torch.load(path, map_location='cpu', mmap=True)."
-            )
         return out
     out["tried_said"] = f" of {human_size(tried)}"
     out.update(as_figures(tried_bytes=tried))

@@ -279,20 +279,6 @@ def keras(groups: dict[str, str], facts: dict[str, str], machine: Machine | None
                 "ship Keras 3)."
             ),
         }
-    if groups.get("kwargs"):
-        # a config argument the class does not take: Keras's own layer means another release wrote
-        # the file (Keras 2's DepthwiseConv2D(groups=1) under Keras 3); a custom layer, its __init__
-        layer = f"'{name}'" if name else "a layer"
-        return {
-            "keras_what": f"{layer} with the saved arguments {groups['kwargs']} (this "
-            "release's class does not take them)",
-            "keras_advice": (
-                "Load the file with the Keras release that wrote it (the training environment's "
-                "keras/tensorflow versions; tf_keras for Keras 2 files under TensorFlow 2.16+); "
-                "for a layer of your own, let its __init__ take those arguments (**kwargs passed "
-                "to super().__init__) and return them from get_config."
-            ),
-        }
     if not name:
         return {}
     what = f"the {kind} '{name}'"
