@@ -19,7 +19,7 @@ _SRUN_PREFIX = re.compile(r"^\s*(\d{1,4}): (?=\S)")
 # A Markdown quote ("> RuntimeError: ...", "> > Traceback"): issue threads and forum posts quote
 # the log they answer, and the quote marks are no part of the line the program printed. One
 # space after each mark goes with it; the line's own indentation stays.
-_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+")
+_QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
 _RANK_IN_TEXT = re.compile(
     r"\[(?:PG [^\]]*?)?Rank ?(\d+)\]|\brank(\d+)\]|\blocal_rank: (\d+)|\bRANK (\d+)\b|\bRank (\d+)\b"
 )
@@ -44,10 +44,9 @@ RAISED_TAIL_LINES = 40  # how near the end of its input that line must be
 def clean_line(raw: str) -> tuple[str, int | None]:
     """(text without ANSI codes and launcher/rank prefix, rank if the prefix named one)."""
     text = _ANSI.sub("", raw)
-    if text[:1] == ">" or (text[:1] in " \t" and text.lstrip(" \t")[:1] == ">"):
-        quoted = _QUOTE.match(text)
-        if quoted:
-            text = text[quoted.end() :]
+    quoted = _QUOTE.match(text)  # fails at the first character that is not a blank or '>'
+    if quoted:
+        text = text[quoted.end() :]
     head = text[:MAX_PREFIX_CHARS]
     for prefix in _RANK_PREFIXES:
         found = prefix.search(head)

@@ -155,9 +155,9 @@ def cpu_only(
             "cpu_only_advice": f"The log shows another accelerator's stack ({accelerator}), "
             "whose torch is built without CUDA: the code or a library took a CUDA path. Use that "
             "accelerator's device (Ascend: import torch_npu and device 'npu', or "
-            "torch_npu.contrib.transfer_to_npu to map CUDA calls; Gaudi: 'hpu'; Intel GPUs: 'xpu'; TPU: torch_xla's "
-            "device), and keep the vendor's extension at the release made for the installed "
-            "torch and library."
+            "torch_npu.contrib.transfer_to_npu to map CUDA calls; Gaudi: 'hpu'; Intel GPUs: "
+            "'xpu'; TPU: torch_xla's device), and keep the vendor's extension at the release "
+            "made for the installed torch and library."
         }
     built = re.fullmatch(r"(\d+\.\d+\.\d+)\+(cu\d{3,4})", groups.get("built", ""))
     if built:
